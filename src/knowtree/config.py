@@ -1,0 +1,89 @@
+"""Typed settings, resolved once (file < environment < explicit values) and passed down explicitly.
+
+Sources, lowest precedence first:
+1. a TOML file: `$KNOWTREE_CONFIG`, else `./knowtree.toml`, else `$XDG_CONFIG_HOME/knowtree/config.toml`;
+2. environment variables `KNOWTREE_<FIELD>` (e.g. `KNOWTREE_MODEL`, `KNOWTREE_BASE_URL`);
+3. values given by the caller (CLI flags, keyword arguments); `None` means "not given".
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from knowtree.errors import ConfigError
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    db: str = Field("knowtree.db", description="SQLite database file")
+    model: str = Field(
+        "local",
+        description="local | local:FILE.gguf | openai:MODEL[@BASE_URL] | ollama:MODEL | anthropic:MODEL | keyword",
+    )
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible server URL (vLLM, llama.cpp, LM Studio…)"
+    )
+    api_key: str | None = Field(
+        None, repr=False, description="API key; else OPENAI_API_KEY / ANTHROPIC_API_KEY"
+    )
+    threads: int | None = Field(None, ge=1, description="CPU threads for the embedded model")
+    n_ctx: int = Field(8192, ge=1024, description="context window of the embedded model")
+    concurrency: int = Field(4, ge=1, description="model calls at once (the embedded model runs one)")
+    timeout: float = Field(120.0, gt=0, description="seconds per HTTP model call")
+    chunk_size: int = Field(5000, ge=200, description="characters per leaf chunk")
+    chunk_overlap: int = Field(0, ge=0, description="characters repeated from the previous chunk")
+    max_children: int = Field(8, ge=2, le=32, description="children per branch (5-8 recommended)")
+    max_branch_attempts: int = Field(3, ge=1)
+    leaves_per_branch: int = Field(2, ge=1)
+    max_retries: int = Field(4, ge=0, description="retries of a failed call (429, 5xx, timeouts)")
+    repair_attempts: int = Field(2, ge=0, description="re-asks with the validation error fed back")
+    taxonomy: list[str] | None = Field(None, description="content types (default: the built-in list)")
+
+    @classmethod
+    def load(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        config_file: str | Path | None = None,
+    ) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        path = _config_path(config_file, env)
+        if path is not None:
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"{path}: cannot read config file ({exc})") from exc
+            values.update(data.get("knowtree", data))
+        for name in cls.model_fields:
+            raw = env.get(f"KNOWTREE_{name.upper()}")
+            if raw is not None and raw != "":
+                values[name] = raw.split(",") if name == "taxonomy" else raw
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise ConfigError(f"invalid setting {where}: {first['msg']}") from exc
+
+
+def _config_path(explicit: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    if env.get("KNOWTREE_CONFIG"):
+        return Path(env["KNOWTREE_CONFIG"])
+    local = Path("knowtree.toml")
+    if local.is_file():
+        return local
+    base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    user = base / "knowtree" / "config.toml"
+    return user if user.is_file() else None

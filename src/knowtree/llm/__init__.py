@@ -1,0 +1,22 @@
+"""LLM access: one small interface (`Model.complete`), adapters per provider, one client for the rest.
+
+Adapters import their SDKs lazily: `import knowtree.llm` loads no provider library.
+"""
+
+from knowtree.llm.base import Completion, Message, Model, Request
+from knowtree.llm.client import CallResult, ClientOptions, LLMClient, MemoryCallStore
+from knowtree.llm.testing import FunctionModel, KeywordModel, ScriptedModel
+
+__all__ = [
+    "CallResult",
+    "ClientOptions",
+    "Completion",
+    "FunctionModel",
+    "KeywordModel",
+    "LLMClient",
+    "MemoryCallStore",
+    "Message",
+    "Model",
+    "Request",
+    "ScriptedModel",
+]

@@ -1,0 +1,72 @@
+"""The one interface every model adapter implements: `Model.complete(request) -> Completion`.
+
+Adapters only translate a request into their provider's call and the reply back. Caching, the
+concurrency limit, retries, validation and the ledger live once, in `knowtree.llm.client`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Request(BaseModel):
+    """A provider-neutral chat request. `schema` asks for JSON matching that JSON schema."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[Message]
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    schema_name: str = "reply"
+    max_tokens: int = 512
+    temperature: float = 0.0
+
+    def cache_key(self, model_id: str) -> str:
+        payload = {
+            "model": model_id,
+            "messages": [m.model_dump() for m in self.messages],
+            "schema": self.schema_,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class Completion(BaseModel):
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None  # "length" means the reply was truncated
+
+
+class Model(ABC):
+    """A chat model. Subclasses implement `complete`; everything else has defaults."""
+
+    #: stable identifier, part of every cache key ("local:qwen2.5-coder-1.5b-instruct-q4_k_m", "openai:gpt-4o-mini")
+    id: str = "model"
+    #: how many calls may run at once against this model (the in-process model runs one at a time)
+    max_concurrency: int = 4
+    #: the prompt budget the model can take, in tokens
+    context_window: int = 8192
+    #: USD per million tokens, for the ledger; 0 for local models
+    input_cost_per_mtok: float = 0.0
+    output_cost_per_mtok: float = 0.0
+
+    @abstractmethod
+    def complete(self, request: Request) -> Completion:
+        """Make one call. Raise `TransientModelError` for what is worth retrying."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (files, sockets, the in-process model)."""

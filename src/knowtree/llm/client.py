@@ -1,0 +1,293 @@
+"""Every model call goes through `LLMClient`: cache, concurrency limit, retries, validation, ledger.
+
+The adapters in this package only talk to a provider. This module adds, once for all of them:
+
+* a content-addressed cache (the request's hash, including the model id) kept in the database, so a
+  rebuild or a resumed build repeats no finished call;
+* a global concurrency limit (a semaphore shared by every thread using the client);
+* retries with exponential backoff and jitter that honour Retry-After (via `tenacity`: a maintained
+  library; only the wait function that reads Retry-After is ours);
+* structured output: the JSON schema goes to the backend for constrained decoding, then the reply is
+  parsed tolerantly (`json_repair` for broken JSON instead of hand-written string surgery), validated
+  with pydantic plus an optional semantic check, and, when it still fails, asked again with the error
+  fed back, a bounded number of times. A reply that never validates raises `ModelOutputError`;
+* a ledger: every call (cached or not) is recorded with tokens, latency, cost and error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from knowtree.errors import ModelOutputError, TransientModelError
+from knowtree.llm.base import Completion, Message, Model, Request
+from knowtree.types import Usage
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class CallStore(Protocol):
+    """What the client needs from storage (the SQLite store implements it)."""
+
+    def cache_get(self, key: str) -> Completion | None: ...
+
+    def cache_put(self, key: str, model_id: str, completion: Completion) -> None: ...
+
+    def record_call(
+        self,
+        *,
+        run_id: str | None,
+        key: str,
+        model_id: str,
+        purpose: str,
+        cached: bool,
+        usage: Usage,
+        error: str | None,
+    ) -> None: ...
+
+
+class MemoryCallStore:
+    """A CallStore kept in memory: for the Python API without a database, and for tests."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, Completion] = {}
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def cache_get(self, key: str) -> Completion | None:
+        return self.cache.get(key)
+
+    def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
+        with self._lock:
+            self.cache[key] = completion
+
+    def record_call(self, **kwargs: Any) -> None:
+        with self._lock:
+            self.calls.append(kwargs)
+
+
+@dataclass
+class CallResult(Generic[T]):
+    value: T
+    usage: Usage
+    cached: bool
+    raw: str
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)  # validation errors that were repaired
+
+
+@dataclass
+class ClientOptions:
+    max_retries: int = 4  # transient failures (429, 5xx, timeouts) per call
+    repair_attempts: int = 2  # extra calls that feed a validation error back
+    max_wait_s: float = 60.0
+    concurrency: int = 4
+
+
+_FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_json_tolerant(text: str) -> Any:
+    """Parse a model's JSON reply: strict first, then without code fences, then repaired.
+
+    Returns None when nothing JSON-like can be recovered.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    m = _FENCE.match(text)
+    if m:
+        try:
+            return json.loads(m.group(1))
+        except json.JSONDecodeError:
+            text = m.group(1)
+    import json_repair  # maintained JSON repair for truncated / sloppy replies
+
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return None
+    repaired = json_repair.loads(text[start:])
+    return repaired if repaired not in ("", None) else None
+
+
+class LLMClient:
+    """Wraps one `Model` with the cache, the concurrency limit, retries, validation and the ledger."""
+
+    def __init__(
+        self,
+        model: Model,
+        store: CallStore | None = None,
+        options: ClientOptions | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> None:
+        self.model = model
+        self.store: CallStore = store if store is not None else MemoryCallStore()
+        self.options = options or ClientOptions()
+        self.run_id = run_id
+        limit = max(1, min(self.options.concurrency, model.max_concurrency))
+        self.concurrency = limit
+        self._sem = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self.usage = Usage()  # everything this client did, cached calls included
+        self.listeners: list[Callable[[Usage, bool], None]] = []
+
+    # -- raw calls -----------------------------------------------------------------------------
+    def complete(self, request: Request, *, purpose: str) -> tuple[Completion, Usage, bool]:
+        """One call through cache, semaphore and retries. Returns (completion, usage, cached)."""
+        key = request.cache_key(self.model.id)
+        hit = self.store.cache_get(key)
+        if hit is not None:
+            usage = Usage(cached=1)
+            self._account(usage, key, purpose, cached=True, error=None)
+            return hit, usage, True
+
+        started = time.monotonic()
+        error: str | None = None
+        try:
+            with self._sem:
+                completion = self._call_with_retries(request)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            usage = Usage(calls=1, seconds=time.monotonic() - started)
+            self._account(usage, key, purpose, cached=False, error=error)
+            raise
+        usage = Usage(
+            calls=1,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            seconds=time.monotonic() - started,
+            cost_usd=(
+                completion.input_tokens * self.model.input_cost_per_mtok
+                + completion.output_tokens * self.model.output_cost_per_mtok
+            )
+            / 1e6,
+        )
+        # every reply is kept: a truncated or invalid one is followed by a different request anyway
+        self.store.cache_put(key, self.model.id, completion)
+        self._account(usage, key, purpose, cached=False, error=None)
+        return completion, usage, False
+
+    def _call_with_retries(self, request: Request) -> Completion:
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+        backoff = wait_exponential_jitter(initial=1, max=self.options.max_wait_s, jitter=1)
+
+        def wait(state: Any) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            base = backoff(state)
+            if isinstance(exc, TransientModelError) and exc.retry_after:
+                return min(max(base, exc.retry_after), self.options.max_wait_s * 5)
+            return base
+
+        for attempt in Retrying(
+            stop=stop_after_attempt(self.options.max_retries + 1),
+            wait=wait,
+            retry=retry_if_exception_type(TransientModelError),
+            reraise=True,
+        ):
+            with attempt:
+                return self.model.complete(request)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _account(self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None) -> None:
+        with self._lock:
+            self.usage.add(usage)
+        self.store.record_call(
+            run_id=self.run_id,
+            key=key,
+            model_id=self.model.id,
+            purpose=purpose,
+            cached=cached,
+            usage=usage,
+            error=error,
+        )
+        for listener in self.listeners:
+            listener(usage, cached)
+
+    # -- structured calls ----------------------------------------------------------------------
+    def structured(
+        self,
+        messages: list[Message],
+        output: type[T],
+        *,
+        schema: dict[str, Any],
+        purpose: str,
+        max_tokens: int = 512,
+        check: Callable[[T], None] | None = None,
+    ) -> CallResult[T]:
+        """Ask for JSON matching `schema`, parse it into `output`, repair or raise.
+
+        `check` may raise ValueError for replies that are well-formed but wrong (an option index
+        out of range); the message is fed back like a schema error.
+        """
+        total = Usage()
+        errors: list[str] = []
+        convo = list(messages)
+        tokens = max_tokens
+        raw = ""
+        cached_all = True
+        for attempt in range(1, self.options.repair_attempts + 2):
+            request = Request(messages=convo, schema=schema, schema_name=purpose, max_tokens=tokens)
+            completion, usage, cached = self.complete(request, purpose=purpose)
+            total.add(usage)
+            cached_all = cached_all and cached
+            raw = completion.text
+            try:
+                value = self._validate(raw, output, check)
+                return CallResult(value, total, cached_all, raw, attempt, errors)
+            except ValueError as exc:  # ValidationError is a ValueError
+                problem = _short_error(exc)
+                if completion.finish_reason == "length":
+                    problem = f"the reply was cut off at {tokens} tokens ({problem}); be shorter"
+                    tokens = min(tokens * 2, 4096)
+                errors.append(problem)
+                convo = [
+                    *messages,
+                    Message(role="assistant", content=raw[:2000]),
+                    Message(
+                        role="user",
+                        content=(
+                            f"That reply was not valid: {problem}. "
+                            "Reply again with only the JSON object, following the schema exactly."
+                        ),
+                    ),
+                ]
+        raise ModelOutputError(
+            f"{purpose}: invalid reply after {self.options.repair_attempts + 1} attempts: {errors[-1]}",
+            raw=raw,
+            attempts=self.options.repair_attempts + 1,
+        )
+
+    @staticmethod
+    def _validate(raw: str, output: type[T], check: Callable[[T], None] | None) -> T:
+        data = parse_json_tolerant(raw)
+        if data is None:
+            raise ValueError("no JSON object found in the reply" if raw.strip() else "the reply was empty")
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        value = output.model_validate(data)
+        if check is not None:
+            check(value)
+        return value
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors()[:3]:
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "reply"
+            parts.append(f"{loc}: {err.get('msg')}")
+        return "; ".join(parts)
+    return str(exc)[:300]

@@ -1,0 +1,213 @@
+"""Models for tests, shipped with the library: no network, no weights, deterministic.
+
+* `ScriptedModel` replays a list of replies (strings, dicts or functions of the request) in order.
+* `FunctionModel` answers every request with a function.
+* `KeywordModel` plays every knowtree role by word overlap: it reads our own prompt layout (the
+  `<text>` block, `Option N:` blocks, `part_N:` lines) and answers like a careful but unimaginative
+  model. It makes whole builds and walks testable offline, and is selectable as `--model keyword`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from knowtree.llm.base import Completion, Model, Request
+
+Reply = str | dict[str, Any] | Completion | Exception | Callable[[Request], Any]
+
+
+def _to_completion(value: Any, request: Request) -> Completion:
+    if isinstance(value, Completion):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value)
+    prompt_chars = sum(len(m.content) for m in request.messages)
+    return Completion(text=text, input_tokens=max(1, prompt_chars // 4), output_tokens=max(1, len(text) // 4))
+
+
+class FunctionModel(Model):
+    def __init__(self, fn: Callable[[Request], Any], *, id: str = "function", max_concurrency: int = 4):
+        self.fn = fn
+        self.id = id
+        self.max_concurrency = max_concurrency
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+
+    def complete(self, request: Request) -> Completion:
+        with self._lock:
+            self.requests.append(request)
+        value = self.fn(request)
+        if isinstance(value, Exception):
+            raise value
+        return _to_completion(value, request)
+
+
+class ScriptedModel(FunctionModel):
+    """Replies in order; running out of replies is a test failure, not a silent default."""
+
+    def __init__(self, replies: Sequence[Reply], *, id: str = "scripted") -> None:
+        self._replies = list(replies)
+        super().__init__(self._next, id=id, max_concurrency=1)
+
+    def _next(self, request: Request) -> Any:
+        if not self._replies:
+            raise AssertionError(f"ScriptedModel ran out of replies (request #{len(self.requests)})")
+        reply = self._replies.pop(0)
+        if callable(reply) and not isinstance(reply, Exception):
+            return reply(request)
+        return reply
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
+
+
+# -- the keyword model ------------------------------------------------------------------------
+_WORD = re.compile(r"[A-Za-z]+|\d+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "did",
+        "does",
+        "do",
+        "this",
+        "that",
+        "it",
+        "its",
+        "as",
+        "into",
+        "about",
+        "there",
+        "their",
+        "they",
+        "he",
+        "she",
+        "his",
+        "her",
+        "i",
+        "you",
+        "we",
+        "not",
+    ]
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in _STOP and len(w) > 1}
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
+
+
+def _between(text: str, start: str, end: str) -> str:
+    i = text.find(start)
+    j = text.find(end, i + len(start))
+    return text[i + len(start) : j] if i >= 0 and j >= 0 else ""
+
+
+class KeywordModel(FunctionModel):
+    def __init__(self) -> None:
+        super().__init__(self._answer, id="keyword", max_concurrency=4)
+
+    def _answer(self, request: Request) -> dict[str, Any]:
+        prompt = request.messages[-1].content
+        role = request.schema_name
+        handler = getattr(self, f"_{role}", None)
+        if handler is None:
+            raise ValueError(f"KeywordModel cannot play the role {role!r}")
+        return handler(prompt, request)
+
+    def _leaf_meta(self, prompt: str, request: Request) -> dict[str, Any]:
+        text = _between(prompt, "<text>", "</text>")
+        sentences = _sentences(text)
+        names = []
+        for w in re.findall(r"\b[A-Z][a-z]{2,}(?:\s[A-Z][a-z]+)*|\b[A-Z]+-\d+\b", text):
+            if w not in names and w.split()[0] not in ("The", "This", "That", "It", "In", "On", "A"):
+                names.append(w)
+        return {
+            "summary": " ".join(sentences[:2])[:500] or text[:200],
+            "content_types": ["Reference documentation"],
+            "critical_actions": [
+                s[:130] for s in sentences if re.search(r"\b(must|should|todo|will)\b", s, re.I)
+            ][:2],
+            "decisions": [s[:130] for s in sentences if re.search(r"\bdecided|chose|agreed\b", s, re.I)][:2],
+            "noteworthy_events": [],
+            "about": names[:10],
+        }
+
+    def _branch_meta(self, prompt: str, request: Request) -> dict[str, Any]:
+        summaries = re.findall(r"Summary: (.*)", prompt)
+        return {
+            "summary": " ".join(s.split(". ")[0] for s in summaries)[:650] or "A section.",
+            "critical_actions": [],
+            "decisions": [],
+            "noteworthy_events": [],
+        }
+
+    def _decompose(self, prompt: str, request: Request) -> dict[str, Any]:
+        question = prompt.split("Question:", 1)[-1].strip()
+        pieces = [p.strip(" ?") for p in re.split(r"\band\b|;", question) if p.strip(" ?")]
+        return {"parts": [p + "?" for p in pieces[:3]] or [question]}
+
+    def _choose(self, prompt: str, request: Request) -> dict[str, Any]:
+        question = re.search(r"Question: (.*)", prompt)
+        wanted = _words(question.group(1) if question else "")
+        missing = re.search(r"Still missing: (.*)", prompt)
+        if missing:
+            wanted = _words(missing.group(1))
+        blocks = re.split(r"^Option \d+:\s*$", prompt, flags=re.M)[1:]
+        scores = [len(wanted & _words(b)) for b in blocks]
+        best = max(range(len(blocks)), key=lambda i: (scores[i], -i)) if blocks else 0
+        return {"reason": f"option {best} shares {scores[best] if blocks else 0} words", "choice": best}
+
+    def _read(self, prompt: str, request: Request) -> dict[str, Any]:
+        text = _between(prompt, "<text>", "</text>")
+        sentences = _sentences(text)
+        out: dict[str, Any] = {}
+        for key, part in re.findall(r"^(part_\d+): (.*)$", prompt, flags=re.M):
+            wanted = _words(part)
+            best, score = "", 0
+            for s in sentences:
+                overlap = len(wanted & _words(s))
+                if overlap > score:
+                    best, score = s, overlap
+            if wanted and score / len(wanted) >= 0.5:
+                out[key] = {"found": True, "quote": best, "answer": best}
+            else:
+                out[key] = {"found": False, "quote": "", "answer": ""}
+        return out
+
+    def _combine(self, prompt: str, request: Request) -> dict[str, Any]:
+        answers = re.findall(r"→ (.*?) \(source says", prompt)
+        return {"answer": " ".join(answers) or "no findings"}

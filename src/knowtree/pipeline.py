@@ -1,0 +1,223 @@
+"""The main job, end to end.
+
+    build(): ingest → chunk → build → store
+    ask():   load → navigate → answer
+
+`KnowTree` owns a store and, lazily, a model: listing or showing trees never loads the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from knowtree.build.builder import Progress, build_tree
+from knowtree.build.taxonomy import DEFAULT_TAXONOMY
+from knowtree.config import Settings
+from knowtree.errors import NotFoundError
+from knowtree.ingest import load_documents
+from knowtree.llm.base import Model
+from knowtree.llm.client import ClientOptions, LLMClient
+from knowtree.navigate.walk import EventSink, Walker, WalkOptions
+from knowtree.store import SQLiteStore
+from knowtree.types import Answer, Node, TreeInfo, Usage
+
+
+@dataclass
+class BuildReport:
+    tree: str
+    root_id: str
+    documents: int
+    nodes: int
+    leaves: int
+    depth: int
+    fallbacks: int
+    usage: Usage
+    seconds: float
+    run_id: str
+
+    def line(self) -> str:
+        u = self.usage
+        return (
+            f"built tree {self.tree!r}: {self.documents} document(s), {self.nodes} nodes "
+            f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
+            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
+            f"{u.cached} answered from cache, {u.calls} LLM calls"
+        )
+
+
+class KnowTree:
+    """A knowtree database: `kt = knowtree.open("kb.db")`, then `kt.build(...)`, `kt.tree(name).ask(...)`."""
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        settings: Settings | None = None,
+        model: Model | str | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = Settings.load({"db": str(db) if db is not None else None, **overrides})
+        elif db is not None or overrides:
+            settings = settings.model_copy(update={"db": str(db or settings.db), **overrides})
+        if isinstance(model, str):
+            settings = settings.model_copy(update={"model": model})
+            model = None
+        self.settings = settings
+        self.store = SQLiteStore(settings.db)
+        self._model: Model | None = model
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def model(self) -> Model:
+        if self._model is None:
+            from knowtree.llm.registry import resolve_model
+
+            self._model = resolve_model(self.settings)
+        return self._model
+
+    def client(self, run_id: str | None = None) -> LLMClient:
+        options = ClientOptions(
+            max_retries=self.settings.max_retries,
+            repair_attempts=self.settings.repair_attempts,
+            concurrency=self.settings.concurrency,
+        )
+        return LLMClient(self.model, self.store, options, run_id=run_id)
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+        self.store.close()
+
+    def __enter__(self) -> KnowTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- build ---------------------------------------------------------------------------------
+    def build(
+        self,
+        paths: Sequence[str] | str,
+        *,
+        tree: str = "default",
+        progress: Progress | None = None,
+        on_client: Callable[[LLMClient], None] | None = None,
+    ) -> BuildReport:
+        """Build (or rebuild) the tree `tree` from files, directories or globs.
+
+        Every input is read and checked first: a bad file raises `InputError` before anything is
+        stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
+        edit only pays for what changed and its ancestors.
+        """
+        started = time.monotonic()
+        documents = load_documents([paths] if isinstance(paths, str) else list(paths))
+        run_id = self.store.start_run("build", tree, detail=" ".join(d.path for d in documents)[:500])
+        client = self.client(run_id)
+        if on_client:
+            on_client(client)
+        s = self.settings
+        try:
+            result = build_tree(
+                documents,
+                client,
+                taxonomy=s.taxonomy or DEFAULT_TAXONOMY,
+                chunk_size=s.chunk_size,
+                overlap=s.chunk_overlap,
+                max_children=s.max_children,
+                progress=progress,
+            )
+            self.store.save_tree(
+                tree,
+                root_id=result.root_id,
+                nodes=result.nodes,
+                documents=documents,
+                model=self.model.id,
+                settings=s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy"}),
+            )
+        except BaseException:
+            self.store.finish_run(run_id, "failed")
+            raise
+        self.store.finish_run(run_id, "ok")
+        return BuildReport(
+            tree=tree,
+            root_id=result.root_id,
+            documents=len(documents),
+            nodes=len(result.nodes),
+            leaves=result.leaves,
+            depth=result.depth,
+            fallbacks=result.fallbacks,
+            usage=client.usage.model_copy(),
+            seconds=time.monotonic() - started,
+            run_id=run_id,
+        )
+
+    # -- read ----------------------------------------------------------------------------------
+    def trees(self) -> list[TreeInfo]:
+        return [self.store.tree_info(n) for n in self.store.tree_names()]
+
+    def tree(self, name: str) -> Tree:
+        return Tree(self, name)
+
+    def delete(self, name: str) -> None:
+        self.store.delete_tree(name)
+
+
+class Tree:
+    """One named tree in a database."""
+
+    def __init__(self, kt: KnowTree, name: str) -> None:
+        self.kt = kt
+        self.name = name
+        self.info: TreeInfo = kt.store.tree_info(name)
+        self._nodes: dict[str, Node] | None = None
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        if self._nodes is None:
+            self._nodes = self.kt.store.load_nodes(self.name)
+        return self._nodes
+
+    @property
+    def root(self) -> Node:
+        assert self.info.root_id is not None
+        return self.nodes[self.info.root_id]
+
+    def node(self, node_id: str) -> Node:
+        matches = [n for i, n in self.nodes.items() if i.startswith(node_id)]
+        if len(matches) != 1:
+            why = "no node" if not matches else f"{len(matches)} nodes"
+            raise NotFoundError(f"{why} with id {node_id!r} in tree {self.name!r}")
+        return matches[0]
+
+    def ask(
+        self,
+        question: str,
+        *,
+        on_step: EventSink | None = None,
+        max_branch_attempts: int | None = None,
+        leaves_per_branch: int | None = None,
+    ) -> Answer:
+        s = self.kt.settings
+        options = WalkOptions(
+            max_branch_attempts=max_branch_attempts or s.max_branch_attempts,
+            leaves_per_branch=leaves_per_branch or s.leaves_per_branch,
+        )
+        run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
+        walker = Walker(self.nodes, self.root.id, self.kt.client(run_id), options, on_step=on_step)
+        try:
+            answer = walker.ask(question)
+        except BaseException:
+            self.kt.store.finish_run(run_id, "failed")
+            raise
+        self.kt.store.finish_run(run_id, answer.status)
+        return answer
+
+
+def open(db: str | Path = "knowtree.db", **kwargs: Any) -> KnowTree:
+    """Open (or create) a knowtree database."""
+    return KnowTree(db, **kwargs)

@@ -1,0 +1,105 @@
+"""Append-only schema migrations, tracked with SQLite's `user_version`.
+
+Never edit a released migration: add the next one. Each runs in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: trees, documents, nodes (with FTS5), the LLM cache, the call ledger, runs
+    """
+    CREATE TABLE trees (
+        name TEXT PRIMARY KEY,
+        root_id TEXT,
+        model TEXT NOT NULL DEFAULT '',
+        settings_json TEXT NOT NULL DEFAULT '{}',
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE documents (
+        tree TEXT NOT NULL REFERENCES trees(name) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        encoding TEXT NOT NULL,
+        chars INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        added TEXT NOT NULL,
+        PRIMARY KEY (tree, path)
+    );
+    CREATE TABLE nodes (
+        tree TEXT NOT NULL REFERENCES trees(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        level INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        parent TEXT,
+        children_json TEXT NOT NULL,
+        meta_json TEXT NOT NULL,
+        text TEXT NOT NULL DEFAULT '',
+        spans_json TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (tree, id)
+    );
+    CREATE INDEX nodes_parent ON nodes(tree, parent);
+    CREATE VIRTUAL TABLE nodes_fts USING fts5(tree UNINDEXED, id UNINDEXED, body);
+    CREATE TABLE llm_cache (
+        key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        completion_json TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        tree TEXT,
+        detail TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT
+    );
+    CREATE TABLE llm_calls (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT,
+        key TEXT NOT NULL,
+        model TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        cached INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        cost_usd REAL NOT NULL,
+        error TEXT,
+        created TEXT NOT NULL
+    );
+    CREATE INDEX llm_calls_run ON llm_calls(run_id);
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to the latest schema; returns the version it is at."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        from knowtree.errors import StoreError
+
+        raise StoreError(
+            f"database schema version {version} is newer than this knowtree ({len(MIGRATIONS)}): upgrade knowtree"
+        )
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        script = MIGRATIONS[number - 1]
+        conn.execute("BEGIN")
+        try:
+            for statement in _split(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+    return len(MIGRATIONS)
+
+
+def _split(script: str) -> list[str]:
+    # our migrations hold no semicolons inside strings or triggers, so a plain split is exact
+    return [s.strip() for s in script.split(";") if s.strip()]

@@ -1,0 +1,298 @@
+"""The default store: one SQLite file holding many named trees, the LLM cache and the call ledger."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from knowtree.errors import NotFoundError, StoreError
+from knowtree.llm.base import Completion
+from knowtree.store.migrations import migrate
+from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, TreeInfo, Usage
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class SQLiteStore:
+    """Thread-safe (one connection, one lock); every write is its own transaction."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+            )
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable knowtree database ({exc})") from exc
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    # -- trees ---------------------------------------------------------------------------------
+    def save_tree(
+        self,
+        name: str,
+        *,
+        root_id: str,
+        nodes: Sequence[Node],
+        documents: Sequence[Document],
+        model: str,
+        settings: dict[str, object],
+    ) -> None:
+        """Replace the tree `name` with these nodes and documents, atomically."""
+        parents: dict[str, str] = {}
+        for node in nodes:
+            for child in node.children:
+                parents[child] = node.id
+        positions: dict[str, int] = {}
+        for node in nodes:
+            for i, child in enumerate(node.children):
+                positions[child] = i
+        now = _now()
+        with self._tx() as c:
+            row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
+            created = row[0] if row else now
+            c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
+            c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
+            c.execute("DELETE FROM documents WHERE tree = ?", (name,))
+            c.execute(
+                "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (name, root_id, model, json.dumps(settings, default=str), created, now),
+            )
+            c.executemany(
+                "INSERT INTO documents(tree, path, sha256, encoding, chars, text, added)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
+            )
+            c.executemany(
+                "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
+                " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        name,
+                        n.id,
+                        n.kind.value,
+                        n.level,
+                        positions.get(n.id, 0),
+                        parents.get(n.id),
+                        json.dumps(n.children),
+                        n.meta.model_dump_json(),
+                        n.text,
+                        json.dumps([s.model_dump() for s in n.spans]),
+                    )
+                    for n in nodes
+                ],
+            )
+            c.executemany(
+                "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
+                [(name, n.id, _fts_body(n)) for n in nodes],
+            )
+
+    def delete_tree(self, name: str) -> None:
+        with self._tx() as c:
+            if not c.execute("SELECT 1 FROM trees WHERE name = ?", (name,)).fetchone():
+                raise NotFoundError(f"no tree named {name!r} in {self.path}")
+            c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
+            c.execute("DELETE FROM trees WHERE name = ?", (name,))
+
+    def tree_exists(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM trees WHERE name = ?", (name,)))
+
+    def tree_names(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
+
+    def tree_info(self, name: str) -> TreeInfo:
+        rows = self._query("SELECT root_id, model, created, updated FROM trees WHERE name = ?", (name,))
+        if not rows:
+            raise NotFoundError(self._missing(name))
+        root_id, model, created, updated = rows[0]
+        docs = self._query("SELECT COUNT(*) FROM documents WHERE tree = ?", (name,))[0][0]
+        total, leaves, depth = self._query(
+            "SELECT COUNT(*), SUM(kind = 'leaf'), MAX(level) FROM nodes WHERE tree = ?", (name,)
+        )[0]
+        return TreeInfo(
+            name=name,
+            root_id=root_id,
+            documents=docs,
+            nodes=total or 0,
+            leaves=leaves or 0,
+            depth=depth or 0,
+            created=created,
+            updated=updated,
+            model=model,
+        )
+
+    def _missing(self, name: str) -> str:
+        names = self.tree_names()
+        known = ", ".join(names) if names else "none yet: run `knowtree build`"
+        return f"no tree named {name!r} in {self.path} (trees: {known})"
+
+    def load_nodes(self, name: str) -> dict[str, Node]:
+        if not self.tree_exists(name):
+            raise NotFoundError(self._missing(name))
+        rows = self._query(
+            "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?",
+            (name,),
+        )
+        return {r[0]: _node(r) for r in rows}
+
+    def root_id(self, name: str) -> str:
+        rows = self._query("SELECT root_id FROM trees WHERE name = ?", (name,))
+        if not rows or not rows[0][0]:
+            raise NotFoundError(self._missing(name))
+        return rows[0][0]
+
+    def documents(self, name: str) -> list[Document]:
+        rows = self._query(
+            "SELECT path, text, encoding, sha256 FROM documents WHERE tree = ? ORDER BY rowid", (name,)
+        )
+        return [Document(path=r[0], text=r[1], encoding=r[2], sha256=r[3]) for r in rows]
+
+    def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
+        """BM25 over node text and metadata (FTS5). Returns (node id, score), best first."""
+        terms = [t for t in "".join(ch if ch.isalnum() else " " for ch in query).split() if len(t) > 1]
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self._query(
+            "SELECT id, bm25(nodes_fts) FROM nodes_fts WHERE nodes_fts MATCH ? AND tree = ?"
+            " ORDER BY bm25(nodes_fts) LIMIT ?",
+            (match, name, limit),
+        )
+        return [(r[0], -float(r[1])) for r in rows]
+
+    # -- LLM cache and ledger (the CallStore protocol) -----------------------------------------
+    def cache_get(self, key: str) -> Completion | None:
+        rows = self._query("SELECT completion_json FROM llm_cache WHERE key = ?", (key,))
+        return Completion.model_validate_json(rows[0][0]) if rows else None
+
+    def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)",
+                (key, model_id, completion.model_dump_json(), _now()),
+            )
+
+    def record_call(
+        self,
+        *,
+        run_id: str | None,
+        key: str,
+        model_id: str,
+        purpose: str,
+        cached: bool,
+        usage: Usage,
+        error: str | None,
+    ) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
+                " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    key,
+                    model_id,
+                    purpose,
+                    int(cached),
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.seconds,
+                    usage.cost_usd,
+                    error,
+                    _now(),
+                ),
+            )
+
+    def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
+        run_id = uuid.uuid4().hex[:12]
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO runs(id, kind, tree, detail, status, started) VALUES (?, ?, ?, ?, 'running', ?)",
+                (run_id, kind, tree, detail, _now()),
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, _now(), run_id))
+
+    def run_usage(self, run_id: str) -> Usage:
+        row = self._query(
+            "SELECT SUM(1 - cached), SUM(cached), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd),"
+            " SUM(seconds) FROM llm_calls WHERE run_id = ?",
+            (run_id,),
+        )[0]
+        return Usage(
+            calls=row[0] or 0,
+            cached=row[1] or 0,
+            input_tokens=row[2] or 0,
+            output_tokens=row[3] or 0,
+            cost_usd=row[4] or 0.0,
+            seconds=row[5] or 0.0,
+        )
+
+    def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]:
+        sql = "SELECT id, kind, tree, detail, status, started, finished FROM runs"
+        args: tuple = ()
+        if tree:
+            sql += " WHERE tree = ?"
+            args = (tree,)
+        sql += " ORDER BY started DESC, rowid DESC LIMIT ?"
+        rows = self._query(sql, (*args, limit))
+        keys = ("id", "kind", "tree", "detail", "status", "started", "finished")
+        out: list[dict[str, object]] = []
+        for r in rows:
+            item: dict[str, object] = dict(zip(keys, r, strict=True))
+            item["usage"] = self.run_usage(str(r[0])).model_dump()
+            out.append(item)
+        return out
+
+
+def _node(row: tuple) -> Node:
+    node_id, kind, level, children_json, meta_json, text, spans_json = row
+    return Node(
+        id=node_id,
+        kind=NodeKind(kind),
+        level=level,
+        children=json.loads(children_json),
+        meta=NodeMeta.model_validate_json(meta_json),
+        text=text,
+        spans=[Span.model_validate(s) for s in json.loads(spans_json)],
+    )
+
+
+def _fts_body(node: Node) -> str:
+    m = node.meta
+    fields = [m.summary, *m.content_types, *m.critical_actions, *m.decisions, *m.noteworthy_events, *m.about]
+    return "\n".join([*fields, node.text])

@@ -1,0 +1,146 @@
+"""Shared test setup: no real network, no user configuration, no accidental embedded-model runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
+_ENV_PREFIXES = ("KNOWTREE_", "OPENAI_", "ANTHROPIC_")
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX paths never leave the machine
+        return True
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "replace")
+        return isinstance(host, str) and (host in _LOOPBACK_HOSTS or host.startswith("127."))
+    return False
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = None
+    if os.environ.get("KNOWTREE_SKIP_EMBEDDED") == "1":
+        reason = "KNOWTREE_SKIP_EMBEDDED=1"
+    elif importlib.util.find_spec("llama_cpp") is None:
+        reason = "llama-cpp-python is not installed (the [local] extra)"
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"embedded model test skipped: {reason}")
+    for item in items:
+        if item.get_closest_marker("embedded") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails loudly; loopback servers stay usable."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_create_connection = socket.create_connection
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        if not _is_loopback(address):
+            raise NetworkBlocked(f"tests may not open network connections (to {address!r})")
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        if not _is_loopback(address):
+            raise NetworkBlocked(f"tests may not open network connections (to {address!r})")
+        return real_connect_ex(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not _is_loopback(address):
+            raise NetworkBlocked(f"tests may not open network connections (to {address!r})")
+        return real_create_connection(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No user config file, no ./knowtree.toml, no provider keys or knowtree variables from the shell."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_embedded_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside `@pytest.mark.embedded` tests, loading the real in-process model is a test failure."""
+    if request.node.get_closest_marker("embedded") is not None:
+        return
+
+    def refuse(self: Any) -> Any:
+        raise AssertionError("this test tried to load the real embedded model; pass model=... instead")
+
+    monkeypatch.setattr("knowtree.llm.local.LocalModel._ensure_loaded", refuse)
+
+
+# -- a small corpus with distinct facts, shared by the build, walk, CLI and API tests ---------------
+
+CORPUS: dict[str, str] = {
+    "budget.md": (
+        "# Budget review\n"
+        "\n"
+        "The finance committee met in Oslo to review the annual budget.\n"
+        "Alice Chen approved the marketing budget of 40000 euros on March 3.\n"
+        "The committee agreed to revisit travel costs next quarter.\n"
+    ),
+    "launch.md": (
+        "# Product launch\n"
+        "\n"
+        "The Falcon release shipped to customers after two delays.\n"
+        "The launch happened on September 14 in Lisbon.\n"
+        "Support staff must update the onboarding guide before the next release.\n"
+    ),
+    "database.md": (
+        "# Database migration\n"
+        "\n"
+        "The platform team decided to move from MySQL to PostgreSQL.\n"
+        "Bruno Silva chose PostgreSQL because of its JSON support.\n"
+        "The migration will finish by the end of June.\n"
+    ),
+}
+
+
+def write_corpus(directory: Path, files: dict[str, str] | None = None) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in (files or CORPUS).items():
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> list[str]:
+    """The three corpus files, written under tmp_path/docs; returns their paths in CORPUS order."""
+    return write_corpus(tmp_path / "docs")
+
+
+def paragraphs(count: int, *, topic: str = "lighthouse") -> str:
+    """`count` distinct paragraphs of 120-190 characters: with chunk_size=200 each becomes one leaf."""
+    out = []
+    for i in range(count):
+        out.append(
+            f"Paragraph {i} about the {topic}: keeper number {i} logged {i * 7 + 3} ships passing "
+            f"the northern rocks, and noted calm weather with light winds for item {i}."
+        )
+    return "\n\n".join(out) + "\n"

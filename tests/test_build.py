@@ -294,11 +294,6 @@ def test_invalid_replies_give_fallback_metadata_and_the_build_completes(tmp_path
     assert "not valid" in poison_calls[1].messages[-1].content
 
 
-@pytest.mark.xfail(
-    reason="BUG: invalid replies are cached, so a node that fell back keeps its fallback metadata on every "
-    "rebuild with the same model (0 calls); rebuilding can never repair it",
-    strict=True,
-)
 def test_rebuild_retries_nodes_that_fell_back(tmp_path: Path, corpus: list[str]) -> None:
     flaky = Counting(lambda r: "not json" if r.schema_name == "leaf_meta" else None, id="flaky")
     with KnowTree(tmp_path / "kb.db", model=flaky) as kt:
@@ -318,11 +313,6 @@ def test_invalid_branch_reply_gives_fallback_metadata(tmp_path: Path, corpus: li
     assert root.meta.summary  # derived from the children's summaries
 
 
-@pytest.mark.xfail(
-    reason="BUG: KnowTree.build([]) stores an empty tree (a root with no children) and spends a model call "
-    "synthesizing it, instead of raising InputError",
-    strict=True,
-)
 def test_building_from_no_documents_is_an_input_error(tmp_path: Path) -> None:
     import knowtree
 

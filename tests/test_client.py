@@ -175,11 +175,6 @@ def test_still_invalid_after_the_repair_attempts_raises_model_output_error() -> 
     assert len(model.requests) == 3 and model.remaining == 1
 
 
-@pytest.mark.xfail(
-    reason="BUG: a repair request identical to the previous one (the model repeated its invalid reply) is "
-    "answered by the cache, so the last repair attempt never reaches the model",
-    strict=True,
-)
 def test_every_repair_attempt_reaches_the_model() -> None:
     model = ScriptedModel(["nope", "nope", {"reason": "third time lucky", "choice": 1}])
     client = LLMClient(model, options=ClientOptions(repair_attempts=2))
@@ -348,3 +343,21 @@ def test_concurrency_limit_holds_across_threads() -> None:
 def test_model_max_concurrency_caps_the_client() -> None:
     model = FunctionModel(lambda r: {"reason": "r", "choice": 0}, max_concurrency=1)
     assert LLMClient(model, options=ClientOptions(concurrency=8)).concurrency == 1
+
+
+# -- the test suite's own guard --------------------------------------------------------------------
+
+
+def test_network_is_blocked_but_loopback_works() -> None:
+    import socket
+
+    with pytest.raises(RuntimeError, match="network"):
+        socket.create_connection(("203.0.113.7", 443), timeout=0.1)
+    with socket.socket() as s, pytest.raises(RuntimeError, match="network"):
+        s.connect(("198.51.100.1", 80))
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with socket.create_connection(server.getsockname(), timeout=1):
+            conn, _ = server.accept()
+            conn.close()

@@ -74,10 +74,6 @@ def test_taxonomy_from_env_is_comma_separated() -> None:
     assert s.taxonomy == ["Recipes", "Poems", "Other"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: KNOWTREE_TAXONOMY items are not stripped, so 'Recipes, Poems' gives ' Poems'",
-    strict=True,
-)
 def test_taxonomy_from_env_ignores_spaces_after_commas() -> None:
     s = Settings.load(env={"KNOWTREE_TAXONOMY": "Recipes, Poems , Other,"})
     assert s.taxonomy == ["Recipes", "Poems", "Other"]
@@ -123,11 +119,6 @@ def test_unknown_key_in_config_file_is_a_config_error(tmp_path: Path) -> None:
         Settings.load(env={}, config_file=config)
 
 
-@pytest.mark.xfail(
-    reason="BUG: chunk_overlap is not checked against chunk_size in Settings, so an overlap >= half the "
-    "chunk size passes validation and fails later in the chunker with a bare ValueError",
-    strict=True,
-)
 def test_overlap_larger_than_half_the_chunk_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="overlap"):
         Settings.load({"chunk_size": 200, "chunk_overlap": 150}, env={})
@@ -178,11 +169,6 @@ def test_ollama_points_at_the_local_server() -> None:
     assert model.model == "llama3"
 
 
-@pytest.mark.xfail(
-    reason="BUG: for ollama:MODEL the OpenAI variable OPENAI_BASE_URL beats the Ollama default, so an "
-    "OpenAI setup in the environment sends Ollama requests (with OPENAI_API_KEY) to that server",
-    strict=True,
-)
 def test_ollama_ignores_the_openai_base_url_variable() -> None:
     pytest.importorskip("openai")
     env = {"OPENAI_BASE_URL": "https://api.openai.com/v1", "OPENAI_API_KEY": "sk-test"}

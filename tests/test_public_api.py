@@ -102,11 +102,6 @@ def test_settings_object_and_overrides(tmp_path: Path) -> None:
         assert kt.settings.chunk_size == 300
 
 
-@pytest.mark.xfail(
-    reason="BUG: KnowTree(settings=..., **overrides) applies overrides with model_copy(update=...), which "
-    "skips validation, so an invalid override is silently accepted",
-    strict=True,
-)
 def test_invalid_override_with_a_settings_object_is_rejected(tmp_path: Path) -> None:
     settings = knowtree.Settings.load({"db": str(tmp_path / "a.db")}, env={})
     with pytest.raises(knowtree.ConfigError):

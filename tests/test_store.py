@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def save(
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SQLiteStore:
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(tmp_path / "kb.db")
     yield s
     s.close()
@@ -161,7 +162,7 @@ def test_failed_save_leaves_the_old_tree(store: SQLiteStore) -> None:
     save(store, "t", "old")
     _, nodes, docs = small_tree("new", ("weekly", "safety"))
     duplicate = [*nodes, nodes[0]]  # a primary-key clash halfway through the insert
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreError, match="previous version is kept"):
         store.save_tree("t", root_id="new-root", nodes=duplicate, documents=docs, model="m", settings={})
     assert set(store.load_nodes("t")) == {"old-a", "old-b", "old-root"}
     assert store.root_id("t") == "old-root"

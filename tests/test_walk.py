@@ -159,11 +159,6 @@ def test_reads_are_bounded(wide_tree: tuple[dict[str, Node], str], attempts: int
     assert answer.status == "none"
 
 
-@pytest.mark.xfail(
-    reason="BUG: the walker shows the model only the first WalkOptions.leaf_chars=6000 characters of a leaf, "
-    "but chunk_size may be larger (no upper bound), so facts late in a big leaf can never be found",
-    strict=True,
-)
 def test_facts_late_in_a_large_leaf_are_readable(tmp_path: Path) -> None:
     filler = " ".join(f"Filler sentence number {i} talks about nothing in particular." for i in range(130))
     (tmp_path / "big.md").write_text(filler + "\n\n" + CORPUS["budget.md"])
@@ -197,11 +192,6 @@ def test_repeated_question_is_answered_from_the_cache(flat_tree: tuple[dict[str,
 # -- malformed and untrustworthy replies -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="BUG: Answer.usage only adds the usage of replies that validated; calls spent on replies that "
-    "ended in ModelOutputError (choose/read/decompose/combine fallbacks) are missing from it",
-    strict=True,
-)
 def test_answer_usage_counts_calls_spent_on_invalid_replies(flat_tree: tuple[dict[str, Node], str]) -> None:
     model = wrap(lambda r: "<<garbage>>" if r.schema_name == "choose" else None)
     nodes, root_id = flat_tree
@@ -343,11 +333,6 @@ def test_quote_score_absent() -> None:
     assert quote_score("Bob approved", TEXT) == 0.0  # a short quote must match exactly
 
 
-@pytest.mark.xfail(
-    reason="BUG: quote_score matches inside words (joined-string substring test), so 'cat sat' "
-    "scores 1.0 against 'concat sat'",
-    strict=True,
-)
 def test_quote_score_respects_word_boundaries() -> None:
     assert quote_score("cat sat", "The concat sat down.") == 0.0
 

@@ -122,7 +122,7 @@ def ask(
     from knowtree.cli_render import render_answer
 
     def go() -> None:
-        kt = _open(db=db, model=model, base_url=base_url, threads=threads)
+        kt = _open(db=db, model=model, base_url=base_url, threads=threads, create=False)
         with kt:
             t = kt.tree(tree)
             answer = t.ask(
@@ -150,7 +150,7 @@ def show(
     from knowtree.cli_render import render_node, render_outline
 
     def go() -> None:
-        with _open(db=db) as kt:
+        with _open(db=db, create=False) as kt:
             t = kt.tree(tree)
             if node:
                 n = t.node(node)
@@ -173,7 +173,7 @@ def trees(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List the trees in a database."""
 
     def go() -> None:
-        with _open(db=db) as kt:
+        with _open(db=db, create=False) as kt:
             infos = kt.trees()
         if as_json:
             typer.echo(json.dumps([i.model_dump() for i in infos], indent=2))
@@ -194,7 +194,7 @@ def rm(tree: Annotated[str, typer.Argument(help="tree name")], db: DbOpt = None)
     """Delete a tree (the model-call cache is kept)."""
 
     def go() -> None:
-        with _open(db=db) as kt:
+        with _open(db=db, create=False) as kt:
             kt.delete(tree)
         typer.echo(f"deleted tree {tree!r}")
 
@@ -211,7 +211,7 @@ def ledger(
     """Model calls, cache hits, tokens and cost per build and per question."""
 
     def go() -> None:
-        with _open(db=db) as kt:
+        with _open(db=db, create=False) as kt:
             runs = kt.store.runs(tree, limit)
         if as_json:
             typer.echo(json.dumps(runs, indent=2))

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from knowtree.errors import ConfigError
 
@@ -46,6 +46,19 @@ class Settings(BaseModel):
     repair_attempts: int = Field(2, ge=0, description="re-asks with the validation error fed back")
     taxonomy: list[str] | None = Field(None, description="content types (default: the built-in list)")
 
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> Settings:
+        if self.chunk_overlap * 2 >= self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be less than half of chunk_size ({self.chunk_size})"
+            )
+        return self
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A validated copy with some values replaced (`None` means "keep")."""
+        values = {**self.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        return _validated(values)
+
     @classmethod
     def load(
         cls,
@@ -66,14 +79,18 @@ class Settings(BaseModel):
         for name in cls.model_fields:
             raw = env.get(f"KNOWTREE_{name.upper()}")
             if raw is not None and raw != "":
-                values[name] = raw.split(",") if name == "taxonomy" else raw
+                values[name] = [t.strip() for t in raw.split(",") if t.strip()] if name == "taxonomy" else raw
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise ConfigError(f"invalid setting {where}: {first['msg']}") from exc
+        return _validated(values)
+
+
+def _validated(values: dict[str, Any]) -> Settings:
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "settings"
+        raise ConfigError(f"invalid setting {where}: {first['msg']}") from exc
 
 
 def _config_path(explicit: str | Path | None, env: Mapping[str, str]) -> Path | None:

@@ -45,9 +45,10 @@ class ModelError(KnowtreeError):
 class ModelOutputError(ModelError):
     """The model's reply did not validate, even after repair retries."""
 
-    def __init__(self, message: str, raw: str = "", attempts: int = 0) -> None:
+    def __init__(self, message: str, raw: str = "", attempts: int = 0, usage: object = None) -> None:
         self.raw = raw
         self.attempts = attempts
+        self.usage = usage  # the `Usage` the failed attempts cost, so answers account for them
         super().__init__(message)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from knowtree.build.builder import Progress, build_tree
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY
 from knowtree.config import Settings
-from knowtree.errors import NotFoundError
+from knowtree.errors import InputError, NotFoundError
 from knowtree.ingest import load_documents
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
@@ -58,16 +58,21 @@ class KnowTree:
         *,
         settings: Settings | None = None,
         model: Model | str | None = None,
+        create: bool = True,
         **overrides: Any,
     ) -> None:
+        if isinstance(model, str):
+            overrides["model"] = model
+            model = None
         if settings is None:
             settings = Settings.load({"db": str(db) if db is not None else None, **overrides})
-        elif db is not None or overrides:
-            settings = settings.model_copy(update={"db": str(db or settings.db), **overrides})
-        if isinstance(model, str):
-            settings = settings.model_copy(update={"model": model})
-            model = None
+        else:
+            settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
+        if not create and settings.db != ":memory:" and not Path(settings.db).exists():
+            raise NotFoundError(
+                f"no knowtree database at {settings.db}: build a tree first (knowtree build PATH)"
+            )
         self.store = SQLiteStore(settings.db)
         self._model: Model | None = model
 
@@ -115,7 +120,11 @@ class KnowTree:
         edit only pays for what changed and its ancestors.
         """
         started = time.monotonic()
-        documents = load_documents([paths] if isinstance(paths, str) else list(paths))
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        if not paths:
+            raise InputError("(no input)", "give at least one file, directory or glob")
+        documents = load_documents(paths)
+        model = self.model  # resolve (and fail on a bad model string) before a run is recorded
         run_id = self.store.start_run("build", tree, detail=" ".join(d.path for d in documents)[:500])
         client = self.client(run_id)
         if on_client:
@@ -136,7 +145,7 @@ class KnowTree:
                 root_id=result.root_id,
                 nodes=result.nodes,
                 documents=documents,
-                model=self.model.id,
+                model=model.id,
                 settings=s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy"}),
             )
         except BaseException:
@@ -206,7 +215,10 @@ class Tree:
         options = WalkOptions(
             max_branch_attempts=max_branch_attempts or s.max_branch_attempts,
             leaves_per_branch=leaves_per_branch or s.leaves_per_branch,
+            # show whole leaves: as long as the longest one in this tree (chunk size + overlap)
+            leaf_chars=max(6000, max((len(n.text) for n in self.nodes.values() if n.is_leaf), default=0)),
         )
+        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
         run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
         walker = Walker(self.nodes, self.root.id, self.kt.client(run_id), options, on_step=on_step)
         try:

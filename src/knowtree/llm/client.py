@@ -40,6 +40,8 @@ class CallStore(Protocol):
 
     def cache_put(self, key: str, model_id: str, completion: Completion) -> None: ...
 
+    def cache_delete(self, keys: list[str]) -> None: ...
+
     def record_call(
         self,
         *,
@@ -67,6 +69,11 @@ class MemoryCallStore:
     def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
         with self._lock:
             self.cache[key] = completion
+
+    def cache_delete(self, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self.cache.pop(key, None)
 
     def record_call(self, **kwargs: Any) -> None:
         with self._lock:
@@ -238,8 +245,10 @@ class LLMClient:
         tokens = max_tokens
         raw = ""
         cached_all = True
+        keys: list[str] = []
         for attempt in range(1, self.options.repair_attempts + 2):
             request = Request(messages=convo, schema=schema, schema_name=purpose, max_tokens=tokens)
+            keys.append(request.cache_key(self.model.id))
             completion, usage, cached = self.complete(request, purpose=purpose)
             total.add(usage)
             cached_all = cached_all and cached
@@ -253,8 +262,10 @@ class LLMClient:
                     problem = f"the reply was cut off at {tokens} tokens ({problem}); be shorter"
                     tokens = min(tokens * 2, 4096)
                 errors.append(problem)
+                # the conversation grows with each failed reply, so every repair is a new request
+                # (a repeated identical request would be answered by the cache, not the model)
                 convo = [
-                    *messages,
+                    *convo,
                     Message(role="assistant", content=raw[:2000]),
                     Message(
                         role="user",
@@ -264,10 +275,13 @@ class LLMClient:
                         ),
                     ),
                 ]
+        # a conversation that never validated is not worth replaying: a later run asks again
+        self.store.cache_delete(keys)
         raise ModelOutputError(
             f"{purpose}: invalid reply after {self.options.repair_attempts + 1} attempts: {errors[-1]}",
             raw=raw,
             attempts=self.options.repair_attempts + 1,
+            usage=total,
         )
 
     @staticmethod

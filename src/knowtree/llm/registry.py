@@ -36,9 +36,12 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
         name, _, inline_url = rest.partition("@")
         if not name:
             raise ConfigError(f"model {spec!r}: name the model, e.g. openai:gpt-4o-mini")
-        default_url = "http://127.0.0.1:11434/v1" if kind == "ollama" else None
-        base_url = inline_url or settings.base_url or env.get("OPENAI_BASE_URL") or default_url
-        api_key = settings.api_key or env.get("OPENAI_API_KEY")
+        if kind == "ollama":  # a local server: OPENAI_* variables are for another endpoint
+            base_url = inline_url or settings.base_url or "http://127.0.0.1:11434/v1"
+            api_key = settings.api_key or "ollama"
+        else:
+            base_url = inline_url or settings.base_url or env.get("OPENAI_BASE_URL")
+            api_key = settings.api_key or env.get("OPENAI_API_KEY")
         if not base_url and not api_key:
             raise ConfigError(
                 f"model {spec!r} needs an API key: set OPENAI_API_KEY (or KNOWTREE_API_KEY), "

@@ -181,7 +181,7 @@ def quote_score(quote: str, text: str) -> float:
     if not q:
         return 0.0
     t = words(text)
-    if " ".join(q) in " ".join(t):
+    if f" {' '.join(q)} " in f" {' '.join(t)} ":
         return 1.0
     m = len(q)
     if m < 4 or len(t) < m:

@@ -188,6 +188,7 @@ class Walker:
                 max_tokens=200,
             )
         except ModelOutputError as exc:
+            self._charge(state, exc)
             self._step(state, NavStep(action="decompose", outcome="kept the question whole", error=str(exc)))
             return [question]
         asked = set(content_words(question))
@@ -208,6 +209,12 @@ class Walker:
             started,
         )
         return parts
+
+    @staticmethod
+    def _charge(state: _State, exc: ModelOutputError) -> None:
+        """Failed attempts cost tokens too: count them in the answer's usage."""
+        if isinstance(exc.usage, Usage):
+            state.usage.add(exc.usage)
 
     def _usage_step(self, state: _State, step: NavStep, usage: Usage, cached: bool, started: float) -> None:
         step.tokens = usage.input_tokens + usage.output_tokens
@@ -261,15 +268,13 @@ class Walker:
             f"Option {i}:\n{format_meta(self._short_meta(self.nodes[o]))}" for i, o in enumerate(options)
         )
         here = ""
-        if node.id != self.root.id:
-            here = f"Current section: {_clip(node.meta.summary, 300)}\n"
+        if node.id != self.root.id:  # where we are: the collection, then this branch
+            here = (
+                f"\nCollection: {_clip(self.root.meta.summary, 300)}\n"
+                f"Current section: {_clip(node.meta.summary, 300)}\n"
+            )
         prompt = render(
-            "choose",
-            root_summary=_clip(self.root.meta.summary, 500),
-            breadcrumb=here,
-            memory=self._memory(state),
-            question=question,
-            options=shown,
+            "choose", breadcrumb=here, memory=self._memory(state), question=question, options=shown
         )
         n = len(options)
 
@@ -296,6 +301,7 @@ class Walker:
                 check=in_range,
             )
         except ModelOutputError as exc:
+            self._charge(state, exc)
             # recorded, not hidden: fall back to the option sharing most words with the question
             scores = [lexical_score(question, self._option_text(self.nodes[o])) for o in options]
             best = max(range(n), key=lambda i: scores[i])
@@ -344,6 +350,7 @@ class Walker:
                 max_tokens=180 + 220 * len(keys),
             )
         except ModelOutputError as exc:
+            self._charge(state, exc)
             step.error, step.outcome = str(exc), "no usable reply: treated as no answer"
             self._step(state, step)
             return
@@ -441,6 +448,7 @@ class Walker:
                 max_tokens=300,
             )
         except ModelOutputError as exc:
+            self._charge(state, exc)
             step.error, step.outcome = str(exc), "kept the findings joined as they are"
             self._step(state, step)
             return joined
@@ -461,7 +469,7 @@ class Walker:
         m = node.meta
         return m.model_copy(
             update={
-                "summary": _clip(m.summary, 450),
+                "summary": _clip(m.summary, 300),
                 "critical_actions": [_clip(x, 100) for x in m.critical_actions[:3]],
                 "decisions": [_clip(x, 100) for x in m.decisions[:3]],
                 "noteworthy_events": [_clip(x, 100) for x in m.noteworthy_events[:3]],

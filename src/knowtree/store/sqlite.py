@@ -27,16 +27,21 @@ class SQLiteStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         try:
-            self._conn = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
-            )
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
+        try:
             self._conn.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn)
         except sqlite3.DatabaseError as exc:
+            self._conn.close()
             raise StoreError(f"{self.path}: not a usable knowtree database ({exc})") from exc
+        except StoreError:
+            self._conn.close()
+            raise
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -79,6 +84,25 @@ class SQLiteStore:
             for i, child in enumerate(node.children):
                 positions[child] = i
         now = _now()
+        try:
+            self._replace_tree(name, root_id, nodes, documents, model, settings, parents, positions, now)
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
+            ) from exc
+
+    def _replace_tree(
+        self,
+        name: str,
+        root_id: str,
+        nodes: Sequence[Node],
+        documents: Sequence[Document],
+        model: str,
+        settings: dict[str, object],
+        parents: dict[str, str],
+        positions: dict[str, int],
+        now: str,
+    ) -> None:
         with self._tx() as c:
             row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
             created = row[0] if row else now
@@ -203,6 +227,10 @@ class SQLiteStore:
                 "INSERT OR REPLACE INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)",
                 (key, model_id, completion.model_dump_json(), _now()),
             )
+
+    def cache_delete(self, keys: list[str]) -> None:
+        with self._tx() as c:
+            c.executemany("DELETE FROM llm_cache WHERE key = ?", [(k,) for k in keys])
 
     def record_call(
         self,

@@ -208,7 +208,12 @@ def grounded_share(answer: str, question: str, text: str) -> float:
     return sum(1 for w in new if w in present) / len(new)
 
 
-_OPTIONS_START = re.compile(r"^\s*\(?[A-Da-d][).:]\s", re.MULTILINE)
+# multiple-choice options, on their own lines ("A. ...", "(B) ...") or inline ("... (A) x (B) y")
+_OPTIONS_START = re.compile(r"(?:^|\s)\(?[A-D][).:]\s|\([A-D]\)", re.MULTILINE)
+
+
+def is_multiple_choice(question: str) -> bool:
+    return len({m.group(0).strip(" (.:)") for m in _OPTIONS_START.finditer(question)}) >= 2
 _PERSON_Q = re.compile(r"\b(who|whom|whose)\b|\bwhich (person|people|member|engineer|employee|manager)", re.I)
 _TIME_Q = re.compile(
     r"\bwhen\b|\bwhat (date|day|time|year|month|week)\b|\bwhich (date|day|year|month|week)\b|\bhow long ago\b",
@@ -237,6 +242,8 @@ _ROLES = (
 
 def question_core(question: str) -> str:
     """The question without multiple-choice options (they are candidates, not what is asked)."""
+    if not is_multiple_choice(question):
+        return question
     m = _OPTIONS_START.search(question)
     return question[: m.start()] if m else question
 

@@ -29,7 +29,7 @@ from knowtree.build.metadata import format_meta
 from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.navigate.evidence import content_words, lexical_score, locate, supported
+from knowtree.navigate.evidence import content_words, is_multiple_choice, lexical_score, locate, supported
 from knowtree.prompts import render
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
@@ -58,6 +58,8 @@ class _State:
     findings: dict[int, _Finding] = field(default_factory=dict)
     tried: set[str] = field(default_factory=set)  # leaves read
     dead: set[str] = field(default_factory=set)  # inner nodes with nothing left to try
+    # multiple choice: options picked in leaves whose evidence did not verify, with the leaf ids
+    votes: dict[str, list[str]] = field(default_factory=dict)
     trace: list[NavStep] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
 
@@ -83,9 +85,6 @@ class _PartReply(BaseModel):
 
 class _Combined(BaseModel):
     answer: str = Field(min_length=1)
-
-
-_OPTION_LINE = re.compile(r"^\s*\(?[A-Da-d][).:]\s+\S", re.MULTILINE)
 
 
 def _system() -> Message:
@@ -158,7 +157,7 @@ class Walker:
 
     def _decompose(self, question: str, state: _State) -> list[str]:
         simple = (
-            len(_OPTION_LINE.findall(question)) >= 2  # multiple choice: the options belong together
+            is_multiple_choice(question)  # the options belong with the question
             or (
                 question.count("?") <= 1
                 and len(question.split()) <= 14
@@ -192,7 +191,12 @@ class Walker:
             self._step(state, NavStep(action="decompose", outcome="kept the question whole", error=str(exc)))
             return [question]
         asked = set(content_words(question))
-        parts = [p.strip() for p in result.value.parts if p.strip()][: self.options.max_parts]
+        parts: list[str] = []
+        for p in result.value.parts[: self.options.max_parts]:
+            words = set(content_words(p))
+            # a rephrasing of a part already kept is not a new part
+            if p.strip() and not any(_jaccard(words, set(content_words(q))) > 0.5 for q in parts):
+                parts.append(p.strip())
         error = None
         if not parts or any(not (set(content_words(p)) & asked) for p in parts):
             error = f"parts unrelated to the question were ignored: {parts}"
@@ -366,6 +370,9 @@ class Walker:
                 outcomes.append(f"{key}: answered")
             else:
                 outcomes.append(f"{key}: rejected, {why}")
+                letter = _option_letter(part.answer, question) if is_multiple_choice(question) else None
+                if letter:
+                    state.votes.setdefault(letter, []).append(leaf.id)
         status = "complete" if not state.missing else ("partial" if state.findings else "none")
         step.outcome = f"{status} ({'; '.join(outcomes)})"
         step.reason = "; ".join(_clip(getattr(result.value, k).answer, 120) for k in keys)
@@ -398,6 +405,31 @@ class Walker:
             }
             for i, p in enumerate(state.parts)
         ]
+        if not findings and state.votes:
+            # multiple choice with no verified quote: the option picked most often is a low-confidence
+            # answer among the user's own options, reported as partial, never as complete
+            order = list(state.votes)  # ties go to the option picked first
+            letter = max(order, key=lambda k: (len(state.votes[k]), -order.index(k)))
+            leaves = list(dict.fromkeys(state.votes[letter]))
+            for leaf_id in leaves:
+                span = self.nodes[leaf_id].spans[0]
+                citations.append(
+                    Citation(file=span.file, line_start=span.line_start, line_end=span.line_end, node_id=leaf_id)
+                )
+            option = _option_text(question, letter)
+            text = f"({letter}) {option}".strip() + (
+                f" [unverified: picked in {len(state.votes[letter])} of "
+                f"{sum(map(len, state.votes.values()))} leaf readings; no quote from the text confirmed it]"
+            )
+            return Answer(
+                question=question,
+                answer=text,
+                status="partial",
+                citations=citations,
+                trace=state.trace,
+                usage=state.usage,
+                parts=parts,
+            )
         if not findings:
             return Answer(
                 question=question,
@@ -484,6 +516,29 @@ class Walker:
         return " ".join(
             [m.summary, *m.content_types, *m.critical_actions, *m.decisions, *m.noteworthy_events, *m.about]
         )
+
+
+def _option_letter(answer: str, question: str = "") -> str | None:
+    """The option an answer picks: by its letter, else by the option text it repeats."""
+    m = re.match(r"\s*\(?([A-D])(?:[).:]|\s*$)", answer) or re.search(r"\(([A-D])\)|\boption ([A-D])\b", answer)
+    if m:
+        return next((g for g in m.groups() if g), None)
+    said = set(content_words(answer))
+    best, score = None, 0.5
+    for letter in "ABCD":
+        option = set(content_words(_option_text(question, letter)))
+        if option and _jaccard(said, option) > score:
+            best, score = letter, _jaccard(said, option)
+    return best
+
+
+def _option_text(question: str, letter: str) -> str:
+    m = re.search(rf"\(?\b{letter}[).:]\s*(.*?)(?=\s*\(?\b[A-D][).:]\s|\s*Answer with|$)", question, re.S)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
 
 
 _REPLY_MODELS: dict[int, type[BaseModel]] = {}

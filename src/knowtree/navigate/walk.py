@@ -195,7 +195,7 @@ class Walker:
         for p in result.value.parts[: self.options.max_parts]:
             words = set(content_words(p))
             # a rephrasing of a part already kept is not a new part
-            if p.strip() and not any(_jaccard(words, set(content_words(q))) > 0.5 for q in parts):
+            if p.strip() and not any(_jaccard(words, set(content_words(q))) >= 0.5 for q in parts):
                 parts.append(p.strip())
         error = None
         if not parts or any(not (set(content_words(p)) & asked) for p in parts):

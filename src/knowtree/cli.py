@@ -270,6 +270,11 @@ def models() -> None:
         typer.echo(f"{pkg} adapter: {state}")
 
 
+from knowtree.cli_eval import eval_command  # noqa: E402 - registered after the other commands
+
+app.command("eval")(eval_command)
+
+
 def main() -> None:
     try:
         app()

@@ -35,6 +35,8 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
             head = f"  {i:2}. {s.action:9}"
             if s.node_id:
                 head += f" at {s.node_id}"
+            if s.source:
+                head += f" ({s.source})"
             if s.choice:
                 pos = s.options.index(s.choice) if s.choice in s.options else "?"
                 head += f" → option {pos} of {len(s.options)} ({s.choice})"

@@ -124,6 +124,7 @@ class NavStep(BaseModel):
 
     action: Literal["decompose", "choose", "read", "combine", "backtrack", "exhausted"]
     node_id: str | None = None
+    source: str | None = None  # where the node's text lives: "file:first-last line" (a leaf read)
     breadcrumb: list[str] = Field(default_factory=list)
     options: list[str] = Field(default_factory=list)  # child ids shown
     choice: str | None = None

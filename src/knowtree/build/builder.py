@@ -53,16 +53,17 @@ def balanced_groups(items: Sequence[str], max_children: int) -> list[list[str]]:
     return groups
 
 
-def group_leaves(runs: Sequence[Sequence[str]], max_children: int) -> list[list[str]]:
+def group_leaves(runs: Sequence[Sequence[str]], max_children: int, min_own: int = 5) -> list[list[str]]:
     """Group leaves in document order without splitting a short document across branches.
 
-    A document with more leaves than max_children gets branches of its own; consecutive short
-    documents share a branch while they fit.
+    A document with at least `min_own` leaves gets branches of its own (one branch per document
+    is the clearest option a navigator can be shown); consecutive short documents share a branch
+    while they fit.
     """
     groups: list[list[str]] = []
     current: list[str] = []
     for run in runs:
-        if len(run) > max_children:
+        if len(run) >= min(min_own, max_children):
             if current:
                 groups.append(current)
                 current = []

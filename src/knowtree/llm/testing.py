@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from knowtree.llm.base import Completion, Model, Request
+from knowtree.navigate.evidence import STOPWORDS
 
 Reply = str | dict[str, Any] | Completion | Exception | Callable[[Request], Any]
 
@@ -67,63 +68,10 @@ class ScriptedModel(FunctionModel):
 
 # -- the keyword model ------------------------------------------------------------------------
 _WORD = re.compile(r"[A-Za-z]+|\d+")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "when",
-        "where",
-        "why",
-        "how",
-        "did",
-        "does",
-        "do",
-        "this",
-        "that",
-        "it",
-        "its",
-        "as",
-        "into",
-        "about",
-        "there",
-        "their",
-        "they",
-        "he",
-        "she",
-        "his",
-        "her",
-        "i",
-        "you",
-        "we",
-        "not",
-    ]
-)
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in _STOP and len(w) > 1}
+    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1}
 
 
 def _sentences(text: str) -> list[str]:

@@ -214,6 +214,8 @@ _OPTIONS_START = re.compile(r"(?:^|\s)\(?[A-D][).:]\s|\([A-D]\)", re.MULTILINE)
 
 def is_multiple_choice(question: str) -> bool:
     return len({m.group(0).strip(" (.:)") for m in _OPTIONS_START.finditer(question)}) >= 2
+
+
 _PERSON_Q = re.compile(r"\b(who|whom|whose)\b|\bwhich (person|people|member|engineer|employee|manager)", re.I)
 _TIME_Q = re.compile(
     r"\bwhen\b|\bwhat (date|day|time|year|month|week)\b|\bwhich (date|day|year|month|week)\b|\bhow long ago\b",

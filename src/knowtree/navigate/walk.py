@@ -120,7 +120,7 @@ class Walker:
         for attempt in range(self.options.max_branch_attempts):
             if not state.missing:
                 break
-            branch = self._descend(self.root, question, state, [])
+            branch = self._descend(self.root, question, state)
             if branch is None:
                 self._step(state, NavStep(action="exhausted", outcome="every branch has been tried"))
                 break
@@ -227,7 +227,7 @@ class Walker:
         state.usage.add(usage)
         self._step(state, step)
 
-    def _descend(self, node: Node, question: str, state: _State, crumbs: list[str]) -> Node | None:
+    def _descend(self, node: Node, question: str, state: _State) -> Node | None:
         """Walk down to a node whose children are leaves; None when nothing below is left."""
         while True:
             if node.id in state.dead:
@@ -241,7 +241,7 @@ class Walker:
             if self.nodes[kids[0]].is_leaf:
                 return node
             child = self._choose(node, kids, question, state)
-            found = self._descend(self.nodes[child], question, state, [*crumbs, node.id])
+            found = self._descend(self.nodes[child], question, state)
             if found is not None:
                 return found
             # the chosen child had nothing left: it is dead now, choose again among the rest
@@ -344,7 +344,8 @@ class Walker:
             "required": keys,
         }
         started = time.monotonic()
-        step = NavStep(action="read", node_id=leaf.id, breadcrumb=self._breadcrumb(leaf))
+        where = ", ".join(f"{s.file}:{s.line_start}-{s.line_end}" for s in leaf.spans)
+        step = NavStep(action="read", node_id=leaf.id, source=where, breadcrumb=self._breadcrumb(leaf))
         try:
             result = self.client.structured(
                 [_system(), Message(role="user", content=prompt)],
@@ -414,7 +415,9 @@ class Walker:
             for leaf_id in leaves:
                 span = self.nodes[leaf_id].spans[0]
                 citations.append(
-                    Citation(file=span.file, line_start=span.line_start, line_end=span.line_end, node_id=leaf_id)
+                    Citation(
+                        file=span.file, line_start=span.line_start, line_end=span.line_end, node_id=leaf_id
+                    )
                 )
             option = _option_text(question, letter)
             text = f"({letter}) {option}".strip() + (
@@ -520,7 +523,9 @@ class Walker:
 
 def _option_letter(answer: str, question: str = "") -> str | None:
     """The option an answer picks: by its letter, else by the option text it repeats."""
-    m = re.match(r"\s*\(?([A-D])(?:[).:]|\s*$)", answer) or re.search(r"\(([A-D])\)|\boption ([A-D])\b", answer)
+    m = re.match(r"\s*\(?([A-D])(?:[).:]|\s*$)", answer) or re.search(
+        r"\(([A-D])\)|\boption ([A-D])\b", answer
+    )
     if m:
         return next((g for g in m.groups() if g), None)
     said = set(content_words(answer))

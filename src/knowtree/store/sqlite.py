@@ -27,7 +27,9 @@ class SQLiteStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+            self._conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
         try:
@@ -85,13 +87,13 @@ class SQLiteStore:
                 positions[child] = i
         now = _now()
         try:
-            self._replace_tree(name, root_id, nodes, documents, model, settings, parents, positions, now)
+            self._write_tree(name, root_id, nodes, documents, model, settings, parents, positions, now)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
             ) from exc
 
-    def _replace_tree(
+    def _write_tree(
         self,
         name: str,
         root_id: str,

@@ -1,0 +1,82 @@
+"""`knowtree eval KIND PATH --method M[,M...]`: the evaluation harness on the command line.
+
+Kept out of cli.py so the main command stays light: nothing here is imported until `eval` runs.
+Register it with `app.command("eval")(eval_command)`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+
+def eval_command(
+    kind: Annotated[str, typer.Argument(help="quality | locomo | financebench | hotpotqa | jsonl")],
+    path: Annotated[str, typer.Argument(help="the dataset file (financebench: the questions file)")],
+    method: Annotated[
+        str, typer.Option("--method", help="method(s), comma-separated: bm25 (walk, … to come)")
+    ] = "bm25",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="model for LLM methods (same forms as `knowtree models`)"),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="only the first N questions")] = None,
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="output directory (results.jsonl, run.json, summary.md)")
+    ] = "eval-out",
+    k: Annotated[int, typer.Option("--k", "-k", help="passages retrieved per question")] = 5,
+    db: Annotated[
+        str | None, typer.Option("--db", help="SQLite file keeping retrieval indexes between runs")
+    ] = None,
+    pages: Annotated[
+        str | None,
+        typer.Option("--pages", help="financebench: the pages file (default: the one next to PATH)"),
+    ] = None,
+    budget: Annotated[int, typer.Option("--budget", help="token budget for recall@budget")] = 2048,
+    seed: Annotated[int, typer.Option("--seed", help="seed recorded for (and passed to) methods")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress lines")] = False,
+) -> None:
+    """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.
+
+    Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
+    """
+    from knowtree.errors import KnowtreeError, UserError
+    from knowtree.eval.runner import RESULTS, SUMMARY, headline, run_eval
+
+    try:
+        summary = run_eval(
+            kind,
+            path,
+            method,
+            out,
+            limit=limit,
+            model=model,
+            seed=seed,
+            k=k,
+            budget=budget,
+            pages=pages,
+            db=db,
+            progress=not quiet,
+            argv=["knowtree", *sys.argv[1:]],
+        )
+    except KnowtreeError as exc:
+        if os.environ.get("KNOWTREE_DEBUG"):
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1 if isinstance(exc, UserError) else 3) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            f"error: interrupted: finished questions are in {out}/{RESULTS}; "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    typer.echo(
+        f"{summary['kind']}: {summary['questions']} question(s); "
+        f"results in {out}/{RESULTS}, summary in {out}/{SUMMARY}"
+    )
+    for line in headline(summary):
+        typer.echo(line)

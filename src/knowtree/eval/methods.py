@@ -1,0 +1,245 @@
+"""Methods under evaluation: each turns a question over a corpus into one `Record` of the same shape.
+
+One record shape for every method is what makes the comparison honest: the same metrics, the same
+token and call accounting, the same wall-clock measure, whether the method is a BM25 lookup or a
+multi-call tree walk. Methods are registered by name (`register_method`); the command line picks
+them with `--method bm25,walk`. Only the LLM-free `bm25` exists yet; the names of the planned ones
+are reserved so asking for them fails with a clear one-line message instead of a KeyError.
+
+A method is anything with a `name` and `run(case, ctx) -> Record`. It may also have `prepare(ctx)`,
+which the runner calls (and times separately, as setup) before a method's first question on a corpus:
+indexing a corpus or building a tree is a per-corpus cost, not a per-question one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from knowtree.errors import UserError
+from knowtree.eval import metrics as m
+from knowtree.eval.datasets import Case, Corpus
+from knowtree.retrieve.bm25 import LexicalIndex
+
+
+class Record(BaseModel):
+    """What one method did on one question: one line of results.jsonl."""
+
+    case_id: str
+    method: str
+    corpus: str
+    question: str
+    category: str | None = None
+    gold_answer: str | None = None
+    gold_letter: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+    prediction: str | None = None  # the method's answer (None: it gave none, or it does not answer)
+    choice: str | None = None  # the option letter read from the prediction (multiple choice)
+    status: str | None = None  # e.g. a walk's "complete" / "partial" / "none"
+    retrieved: list[str] = Field(default_factory=list)  # passage ids the method read, best first
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    tokens_read: int = 0  # tokens of corpus text the method read (retrieved passages, leaves…)
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    trace_id: str | None = None  # where the full trace lives (e.g. the ledger run id of a walk)
+    error: str | None = None  # a model failure on this question; the runner retries it on resume
+
+
+@dataclass
+class MethodParams:
+    """Run-wide settings every method factory receives."""
+
+    k: int = 5
+    budget: int = 2048
+    model: str | None = None
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CorpusContext:
+    """What methods share about one corpus: the passages, lazily built indexes, token counting.
+
+    `db` is where indexes live (":memory:" or an SQLite file, where an unchanged corpus is not
+    re-indexed on the next run).
+    """
+
+    corpus: Corpus
+    db: str = ":memory:"
+    tokenizer: m.Tokenizer | None = None
+    _lexical: LexicalIndex | None = field(default=None, repr=False)
+
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            name = "c_" + hashlib.sha1(self.corpus.id.encode("utf-8")).hexdigest()[:16]
+            index = LexicalIndex(self.db, name=name)
+            index.ensure(list(self.corpus.passages.values()), self.corpus.fingerprint())
+            self._lexical = index
+        return self._lexical
+
+    def tokens(self, text: str) -> int:
+        return m.count_tokens(text, self.tokenizer)
+
+    def close(self) -> None:
+        if self._lexical is not None:
+            self._lexical.close()
+            self._lexical = None
+
+
+@runtime_checkable
+class Method(Protocol):
+    name: str
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record: ...
+
+
+# -- scoring shared by all methods -------------------------------------------------------------------
+
+
+def evidence_labels(corpus: Corpus, ranked: Sequence[str], gold: Sequence[str]) -> list[str]:
+    """Ranked passage ids as the gold sees them: a passage of a gold *document* counts as that document."""
+    wanted = set(gold)
+    out = []
+    for pid in ranked:
+        doc = corpus.passages[pid].doc if pid in corpus.passages else pid
+        out.append(pid if pid in wanted else doc if doc in wanted else pid)
+    return out
+
+
+def retrieval_metrics(
+    case: Case, ctx: CorpusContext, ranked: Sequence[str], *, k: int, budget: int
+) -> dict[str, float | None]:
+    """hit rate@k, recall@k and recall within `budget` tokens, for a ranking of passage ids."""
+    labels = evidence_labels(ctx.corpus, ranked, case.evidence)
+    texts = [ctx.corpus.text(p) for p in ranked]
+    return {
+        "hit_rate": m.hit_at_k(labels, case.evidence, k),
+        "recall": m.recall_at_k(labels, case.evidence, k),
+        "recall_budget": m.recall_at_budget(labels, texts, case.evidence, budget, ctx.tokenizer),
+    }
+
+
+def answer_metrics(case: Case, prediction: str | None) -> tuple[dict[str, float | None], str | None]:
+    """For methods that answer: accuracy for multiple choice, else EM and token F1 (no answer = 0)."""
+    if case.options and case.gold_letter:
+        choice = m.extract_choice(prediction, case.options)
+        return {"correct": float(choice == case.gold_letter)}, choice
+    if case.answer is not None:
+        return {"em": m.exact_match(prediction, case.answer), "f1": m.token_f1(prediction, case.answer)}, None
+    return {}, None
+
+
+def base_record(case: Case, method: str) -> Record:
+    return Record(
+        case_id=case.id,
+        method=method,
+        corpus=case.corpus,
+        question=case.question,
+        category=case.category,
+        gold_answer=case.answer,
+        gold_letter=case.gold_letter,
+        evidence=list(case.evidence),
+    )
+
+
+# -- BM25 --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BM25Method:
+    """Lexical top-k retrieval, no LLM: the floor any memory method has to clear.
+
+    It reads the top `k` passages (tokens read = their tokens). It also ranks deeper, until `budget`
+    tokens are filled, to report recall at that budget.
+    """
+
+    k: int = 5
+    budget: int = 2048
+    depth: int = 50
+    name: str = "bm25"
+
+    def prepare(self, ctx: CorpusContext) -> None:
+        ctx.lexical()
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record:
+        started = time.perf_counter()
+        index = ctx.lexical()
+        depth = max(self.k, self.depth)
+        while True:
+            ranked = [pid for pid, _ in index.search(case.question, depth)]
+            lengths = [ctx.tokens(ctx.corpus.text(p)) for p in ranked]
+            # rank deeper while everything found still fits the budget and more may exist
+            if len(ranked) < depth or m.within_budget(lengths, self.budget) < len(ranked):
+                break
+            depth *= 2
+        top = ranked[: self.k]
+        record = base_record(case, self.name)
+        record.retrieved = top
+        record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget)
+        record.tokens_read = sum(lengths[: len(top)])
+        record.wall_s = time.perf_counter() - started
+        return record
+
+
+# -- registry ----------------------------------------------------------------------------------------
+
+MethodFactory = Callable[[MethodParams], Method]
+
+_FACTORIES: dict[str, MethodFactory] = {
+    "bm25": lambda p: BM25Method(k=p.k, budget=p.budget),
+}
+
+# reserved names, with what they will be: asking for one now says it is not implemented yet
+PLANNED: dict[str, str] = {
+    "walk": "knowtree's tree navigation",
+    "fulltext": "the whole document in the prompt (truncated to the context)",
+    "embedding": "dense top-k retrieval, then answer",
+    "raptor": "RAPTOR collapsed-tree retrieval, then answer",
+    "memwalker": "MemWalker navigation",
+    "flat": "lexical top-k, then answer with the same model",
+}
+
+
+def register_method(name: str, factory: MethodFactory, *, replace: bool = False) -> None:
+    """Make `name` selectable with `--method` (e.g. `register_method("walk", lambda p: WalkMethod(p))`)."""
+    if name in _FACTORIES and not replace:
+        raise ValueError(f"method {name!r} is already registered")
+    _FACTORIES[name] = factory
+
+
+def available_methods() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def parse_methods(spec: str | Sequence[str]) -> list[str]:
+    """Method names from "bm25,walk" or ["bm25", "walk"]: distinct names in order; each checked against the registry."""
+    parts = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in s.split(",")]
+    names = list(dict.fromkeys(p.strip().lower() for p in parts if p.strip()))
+    if not names:
+        raise UserError(f"no method given (available: {', '.join(available_methods())})")
+    for name in names:
+        _check(name)
+    return names
+
+
+def _check(name: str) -> None:
+    if name in _FACTORIES:
+        return
+    available = ", ".join(available_methods())
+    planned = [p for p in PLANNED if p not in _FACTORIES]
+    if name in PLANNED:
+        raise UserError(f"method {name!r} is not implemented yet (available: {available})")
+    later = f"; planned: {', '.join(planned)}" if planned else ""
+    raise UserError(f"unknown method {name!r} (available: {available}{later})")
+
+
+def make_method(name: str, params: MethodParams | None = None) -> Method:
+    _check(name)
+    return _FACTORIES[name](params or MethodParams())

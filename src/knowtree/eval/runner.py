@@ -1,0 +1,555 @@
+"""Run methods over a dataset, write one JSONL line per (method, question), summarise, resume.
+
+Output directory:
+
+- `results.jsonl`: one `Record` per line, appended and flushed as each question finishes, so an
+  interrupted run loses at most the question in flight;
+- `run.json`: what was run (dataset, methods, parameters, seed, model), with which versions, and
+  each session's start/finish;
+- `summary.md`: one row per method (plus per-category tables when the dataset has categories) and
+  the exact command that reproduces it.
+
+Resume: running again into the same directory with the same parameters (kind, path, k, budget,
+model, seed) skips every (method, question) already in results.jsonl; lines recording a model error
+are retried. Changing `--limit` or adding a method is fine (only the missing pairs run); changing a
+parameter that alters results is refused rather than mixing two runs in one file.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shlex
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from knowtree.errors import ModelError, UserError
+from knowtree.eval.datasets import Case, Dataset, default_pages_path, load_dataset
+from knowtree.eval.methods import (
+    CorpusContext,
+    Method,
+    MethodParams,
+    Record,
+    answer_metrics,
+    base_record,
+    make_method,
+    parse_methods,
+)
+from knowtree.eval.metrics import Tokenizer, mean
+
+RESULTS = "results.jsonl"
+RUN = "run.json"
+SUMMARY = "summary.md"
+
+ProgressSink = Callable[[str], None]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def versions() -> dict[str, str]:
+    try:
+        from importlib.metadata import version
+
+        kt = version("knowtree")
+    except Exception:  # not installed as a distribution (e.g. run from a source tree)
+        from knowtree import __version__ as kt
+    return {
+        "knowtree": kt,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+    }
+
+
+def run_eval(
+    kind: str,
+    path: str | Path,
+    methods: str | Sequence[str],
+    out_dir: str | Path,
+    limit: int | None = None,
+    model: str | None = None,
+    seed: int = 0,
+    *,
+    k: int = 5,
+    budget: int = 2048,
+    pages: str | Path | None = None,
+    db: str | Path | None = None,
+    tokenizer: Tokenizer | None = None,
+    progress: bool | ProgressSink = True,
+    progress_every: float = 5.0,
+    argv: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Evaluate `methods` ("bm25" or "bm25,walk", or a list) on a dataset; returns the summary dict.
+
+    `db` keeps retrieval indexes in an SQLite file across runs (default: in memory). `tokenizer`
+    counts tokens (default: characters / 4). `progress` prints a line to stderr every
+    `progress_every` seconds (or pass a callable to receive the lines). `argv` is recorded in
+    run.json when called from the command line.
+    """
+    if k < 1:
+        raise UserError(f"k must be at least 1, got {k}")
+    if budget < 1:
+        raise UserError(f"the token budget must be at least 1, got {budget}")
+    names = parse_methods(methods)
+    kind = kind.lower()
+    pages_path = None
+    if kind == "financebench":
+        pages_path = Path(pages) if pages else default_pages_path(path)
+    dataset = load_dataset(kind, path, limit=limit, pages=pages_path)
+    params = MethodParams(k=k, budget=budget, model=model, seed=seed)
+    runners = [make_method(n, params) for n in names]
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    key = {
+        "kind": kind,
+        "path": str(Path(path).resolve()),
+        "pages": str(pages_path.resolve()) if pages_path else None,
+        "k": k,
+        "budget": budget,
+        "model": model,
+        "seed": seed,
+        "tokens": getattr(tokenizer, "__name__", "tokenizer") if tokenizer else "chars/4",
+    }
+    info = _previous_run(out, key)
+    done, unreadable = _load_records(out / RESULTS)
+    session: dict[str, Any] = {
+        "started": _now(),
+        "methods": names,
+        "limit": limit,
+        "argv": list(argv) if argv is not None else None,
+        "status": "running",
+    }
+    command = equivalent_command(kind, path, names, out, limit, model, seed, k, budget, pages, db)
+    info = info or {"started": session["started"], "sessions": [], "setup_s": {}}
+    info.update(
+        {
+            "kind": kind,
+            "path": str(path),
+            "methods": sorted(set(info.get("methods", [])) | set(names)),
+            "parameters": {**key, "limit": limit, "db": str(db) if db else None},
+            "resume_key": key,
+            "seed": seed,
+            "model": model,
+            "versions": versions(),
+            "command": command,
+            "dataset": {
+                "questions": len(dataset.cases),
+                "corpora": len(dataset.corpora),
+                "passages": dataset.passages,
+                "notes": dataset.notes,
+            },
+        }
+    )
+    info["sessions"].append(session)
+    _write_json(out / RUN, info)
+
+    sink: ProgressSink | None = (_stderr if progress is True else progress) or None
+    pending = [
+        (case, method)
+        for case in dataset.cases
+        for method in runners
+        if (method.name, case.id) not in done or done[(method.name, case.id)].error is not None
+    ]
+    if sink:
+        total = len(dataset.cases) * len(runners)
+        again = f"; {total - len(pending)} already in {out / RESULTS}" if total != len(pending) else ""
+        if unreadable:
+            again += f"; {unreadable} unreadable line(s) there ignored"
+        sink(
+            f"eval {kind}: {len(dataset.cases)} question(s) × {len(runners)} method(s), "
+            f"{len(pending)} to run{again}"
+        )
+    setup: dict[str, float] = info["setup_s"]
+    try:
+        _execute(pending, dataset, out / RESULTS, done, setup, db, tokenizer, sink, progress_every, k)
+    except BaseException as exc:
+        session["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed: {exc}"[:300]
+        session["finished"] = _now()
+        _write_json(out / RUN, info)
+        raise
+    records = [done[(m.name, c.id)] for m in runners for c in dataset.cases if (m.name, c.id) in done]
+    summary = summarize(records, names, k=k, budget=budget, setup=setup)
+    summary.update(
+        {
+            "kind": kind,
+            "path": str(path),
+            "out_dir": str(out),
+            "questions": len(dataset.cases),
+            "k": k,
+            "budget": budget,
+            "model": model,
+            "seed": seed,
+            "command": command,
+            "notes": dataset.notes,
+        }
+    )
+    session["status"] = "ok"
+    session["finished"] = _now()
+    info["finished"] = session["finished"]
+    info["status"] = "ok"
+    info["summary"] = {n: _headline_numbers(s) for n, s in summary["methods"].items()}
+    _write_json(out / RUN, info)
+    (out / SUMMARY).write_text(render_summary(summary, info), encoding="utf-8")
+    return summary
+
+
+# -- execution ---------------------------------------------------------------------------------------
+
+
+def _execute(
+    pending: list[tuple[Case, Method]],
+    dataset: Dataset,
+    results: Path,
+    done: dict[tuple[str, str], Record],
+    setup: dict[str, float],
+    db: str | Path | None,
+    tokenizer: Tokenizer | None,
+    sink: ProgressSink | None,
+    every: float,
+    k: int,
+) -> None:
+    left: dict[str, int] = {}
+    for case, _ in pending:
+        left[case.corpus] = left.get(case.corpus, 0) + 1
+    contexts: dict[str, CorpusContext] = {}
+    prepared: set[tuple[str, str]] = set()
+    meter = _Progress(len(pending), sink, every, k)
+    with results.open("a+", encoding="utf-8") as f:
+        f.seek(0, 2)
+        if f.tell() > 0:
+            f.seek(f.tell() - 1)
+            if f.read(1) != "\n":  # a line cut short by a kill: end it so the next one parses
+                f.write("\n")
+        try:
+            for case, method in pending:
+                ctx = contexts.get(case.corpus)
+                if ctx is None:
+                    ctx = contexts[case.corpus] = CorpusContext(
+                        dataset.corpora[case.corpus], db=str(db) if db else ":memory:", tokenizer=tokenizer
+                    )
+                prepare = getattr(method, "prepare", None)
+                if prepare is not None and (method.name, case.corpus) not in prepared:
+                    started = time.perf_counter()
+                    prepare(ctx)
+                    setup[method.name] = setup.get(method.name, 0.0) + time.perf_counter() - started
+                    prepared.add((method.name, case.corpus))
+                record = _run_one(method, case, ctx)
+                f.write(record.model_dump_json() + "\n")
+                f.flush()
+                done[(method.name, case.id)] = record
+                meter.tick(record)
+                left[case.corpus] -= 1
+                if left[case.corpus] == 0:  # the corpus is finished: free its indexes now
+                    contexts.pop(case.corpus).close()
+        finally:
+            for ctx in contexts.values():
+                ctx.close()
+    meter.finish()
+
+
+def _run_one(method: Method, case: Case, ctx: CorpusContext) -> Record:
+    """One question; a model failure becomes a recorded error (retried on resume), not a crash."""
+    started = time.perf_counter()
+    try:
+        return method.run(case, ctx)
+    except ModelError as exc:
+        record = base_record(case, method.name)
+        record.metrics, _ = answer_metrics(case, None)
+        record.error = f"{type(exc).__name__}: {exc}"[:500]
+        record.wall_s = time.perf_counter() - started
+        return record
+
+
+class _Progress:
+    """A line to stderr every few seconds: questions done, the headline metric so far, ETA."""
+
+    def __init__(self, total: int, sink: ProgressSink | None, every: float, k: int) -> None:
+        self.total = total
+        self.sink = sink
+        self.every = every
+        self.k = k
+        self.count = 0
+        self.started = time.monotonic()
+        self.last = self.started
+        self.values: dict[str, list[float]] = {}
+
+    def tick(self, record: Record) -> None:
+        self.count += 1
+        for name in ("correct", "f1", "hit_rate"):
+            value = record.metrics.get(name)
+            if value is not None:
+                self.values.setdefault(f"{record.method} {_LABELS[name].format(k=self.k)}", []).append(value)
+                break
+        now = time.monotonic()
+        if self.sink and now - self.last >= self.every:
+            self.last = now
+            self.sink(self.line(now))
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.started
+        rate = self.count / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.count) / rate if rate > 0 else float("nan")
+        so_far = ", ".join(f"{n} {sum(v) / len(v):.3f}" for n, v in self.values.items())
+        return (
+            f"  {self.count}/{self.total} done ({self.count / max(self.total, 1):.0%})"
+            f"{', ' + so_far if so_far else ''}; {rate:.1f}/s, ETA {_duration(eta)}"
+        )
+
+    def finish(self) -> None:
+        if self.sink and self.count:
+            self.sink(self.line(time.monotonic()))
+
+
+_LABELS = {"correct": "accuracy", "f1": "F1", "hit_rate": "hit rate@{k}"}
+
+
+def _duration(seconds: float) -> str:
+    if seconds != seconds:  # NaN: nothing measured yet
+        return "?"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+
+
+# -- resume ------------------------------------------------------------------------------------------
+
+
+def _previous_run(out: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The earlier run in `out` when it is the same evaluation; refuses to mix different ones."""
+    run_file, results = out / RUN, out / RESULTS
+    if not run_file.exists():
+        if results.exists() and results.stat().st_size > 0:
+            raise UserError(
+                f"{out} holds {RESULTS} but no {RUN}: choose another --out or remove that directory"
+            )
+        return None
+    try:
+        info = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{run_file}: unreadable ({exc}); choose another --out or remove it") from exc
+    old = info.get("resume_key") or {}
+    changed = [f"{n}: {old.get(n)!r} → {key[n]!r}" for n in key if old.get(n) != key[n]]
+    if changed:
+        raise UserError(
+            f"{out} holds a different evaluation ({'; '.join(changed)}): "
+            "choose another --out, or remove it to start over"
+        )
+    return dict(info)
+
+
+def _load_records(path: Path) -> tuple[dict[tuple[str, str], Record], int]:
+    """Finished records by (method, case id), the last line winning; plus the count of bad lines."""
+    done: dict[tuple[str, str], Record] = {}
+    bad = 0
+    if not path.exists():
+        return done, 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                record = Record.model_validate_json(line)
+            except ValueError:  # a line cut short when the run was killed
+                bad += 1
+                continue
+            done[(record.method, record.case_id)] = record
+    return done, bad
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)  # atomic: a kill never leaves a half-written run.json
+
+
+# -- summary -----------------------------------------------------------------------------------------
+
+
+def _stats(records: Sequence[Record]) -> dict[str, Any]:
+    def metric(name: str) -> float | None:
+        return mean(r.metrics.get(name) for r in records)
+
+    def count(name: str) -> int:
+        return sum(1 for r in records if r.metrics.get(name) is not None)
+
+    return {
+        "questions": len(records),
+        "errors": sum(1 for r in records if r.error),
+        "accuracy": metric("correct"),
+        "accuracy_n": count("correct"),
+        "em": metric("em"),
+        "f1": metric("f1"),
+        "answer_n": count("f1"),
+        "hit_rate": metric("hit_rate"),
+        "recall": metric("recall"),
+        "recall_budget": metric("recall_budget"),
+        "evidence_n": count("hit_rate"),
+        "tokens_read_mean": mean(r.tokens_read for r in records),
+        "tokens_read_total": sum(r.tokens_read for r in records),
+        "llm_calls": sum(r.llm_calls for r in records),
+        "llm_calls_mean": mean(r.llm_calls for r in records),
+        "input_tokens": sum(r.input_tokens for r in records),
+        "output_tokens": sum(r.output_tokens for r in records),
+        "wall_s": sum(r.wall_s for r in records),
+        "wall_s_mean": mean(r.wall_s for r in records),
+    }
+
+
+def summarize(
+    records: Sequence[Record],
+    methods: Sequence[str],
+    *,
+    k: int,
+    budget: int,
+    setup: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Per-method aggregates (and per category when records have one) from result records."""
+    out: dict[str, Any] = {}
+    for name in methods:
+        mine = [r for r in records if r.method == name]
+        stats = _stats(mine)
+        stats["setup_s"] = (setup or {}).get(name, 0.0)
+        categories = sorted({r.category for r in mine if r.category})
+        if categories:
+            stats["by_category"] = {c: _stats([r for r in mine if r.category == c]) for c in categories}
+        out[name] = stats
+    return {"methods": out, "k": k, "budget": budget}
+
+
+def _headline_numbers(s: dict[str, Any]) -> dict[str, Any]:
+    keys = ("questions", "accuracy", "em", "f1", "hit_rate", "recall", "recall_budget", "tokens_read_mean")
+    return {k: s[k] for k in (*keys, "llm_calls", "wall_s", "setup_s")}
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def headline(summary: dict[str, Any]) -> list[str]:
+    """The lines printed when a run ends: accuracy / F1, hit rate, recall, tokens read, calls, time."""
+    k, budget = summary["k"], summary["budget"]
+    lines = []
+    for name, s in summary["methods"].items():
+        parts = []
+        if s["accuracy"] is not None:
+            parts.append(f"accuracy: {s['accuracy']:.3f} ({s['accuracy_n']} questions)")
+        if s["f1"] is not None:
+            parts.append(f"EM: {s['em']:.3f}, F1: {s['f1']:.3f} ({s['answer_n']} questions)")
+        if s["hit_rate"] is not None:
+            parts.append(f"hit rate@{k}: {s['hit_rate']:.3f} ({s['evidence_n']} questions)")
+            parts.append(f"recall@{k}: {s['recall']:.3f}")
+            parts.append(f"recall@{budget} tokens: {s['recall_budget']:.3f}")
+        else:
+            parts.append(f"hit rate@{k}: n/a (no evidence ids in this dataset)")
+        parts.append(f"tokens read: {_f(s['tokens_read_mean'], 0)}/question")
+        parts.append(f"LLM calls: {s['llm_calls']}")
+        parts.append(f"wall: {s['wall_s']:.1f}s + {s['setup_s']:.1f}s setup")
+        if s["errors"]:
+            parts.append(f"errors: {s['errors']}")
+        lines.append(f"{name}: " + ", ".join(parts))
+    return lines
+
+
+def render_summary(summary: dict[str, Any], info: dict[str, Any] | None = None) -> str:
+    """summary.md: the comparison table, per-category tables, the command and the run's provenance."""
+    k, budget = summary["k"], summary["budget"]
+    info = info or {}
+    v = info.get("versions", {})
+    ds = info.get("dataset", {})
+    lines = [
+        f"# knowtree eval: {summary['kind']}",
+        "",
+        "```bash",
+        summary["command"],
+        "```",
+        "",
+        f"- dataset: `{summary['path']}` — {summary['questions']} question(s), "
+        f"{ds.get('corpora', '?')} corpus/corpora, {ds.get('passages', '?')} passages",
+        f"- k = {k}, token budget = {budget} (tokens ≈ characters / 4 unless a tokenizer was given), "
+        f"model: {summary.get('model') or 'none'}, seed: {summary.get('seed')}",
+        f"- knowtree {v.get('knowtree', '?')}, Python {v.get('python', '?')}, SQLite {v.get('sqlite', '?')}; "
+        f"started {info.get('started', '?')}, finished {info.get('finished', '?')}",
+    ]
+    lines += [f"- note: {n}" for n in summary.get("notes", [])]
+    header = (
+        f"| method | questions | accuracy | EM | F1 | hit rate@{k} | recall@{k} | recall@{budget} tok "
+        "| mean tokens read | LLM calls | wall s | setup s | errors |"
+    )
+    lines += ["", header, "|" + "---|" * 13]
+    for name, s in summary["methods"].items():
+        lines.append(
+            f"| {name} | {s['questions']} | {_f(s['accuracy'])} | {_f(s['em'])} | {_f(s['f1'])} "
+            f"| {_f(s['hit_rate'])} | {_f(s['recall'])} | {_f(s['recall_budget'])} "
+            f"| {_f(s['tokens_read_mean'], 0)} | {s['llm_calls']} | {s['wall_s']:.1f} | {s['setup_s']:.1f} "
+            f"| {s['errors']} |"
+        )
+    for name, s in summary["methods"].items():
+        cats = s.get("by_category")
+        if not cats:
+            continue
+        lines += [
+            "",
+            f"## {name} by category",
+            "",
+            f"| category | questions | accuracy | F1 | hit rate@{k} | recall@{k} | mean tokens read |",
+            "|" + "---|" * 7,
+        ]
+        for c, cs in cats.items():
+            lines.append(
+                f"| {c} | {cs['questions']} | {_f(cs['accuracy'])} | {_f(cs['f1'])} | {_f(cs['hit_rate'])} "
+                f"| {_f(cs['recall'])} | {_f(cs['tokens_read_mean'], 0)} |"
+            )
+    lines += [
+        "",
+        "Metrics: accuracy = multiple-choice letter correct; EM / F1 = SQuAD-normalised exact match and "
+        f"token F1; hit rate@{k} = any gold evidence among the top {k}; recall@{k} = share of gold evidence "
+        f"in the top {k}; recall@{budget} tok = share of gold evidence in the ranked passages that fit, "
+        f"whole and in order, in {budget} tokens. '–' = not applicable. Per-question lines: `{RESULTS}`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def equivalent_command(
+    kind: str,
+    path: str | Path,
+    methods: Sequence[str],
+    out: str | Path,
+    limit: int | None,
+    model: str | None,
+    seed: int,
+    k: int,
+    budget: int,
+    pages: str | Path | None,
+    db: str | Path | None,
+) -> str:
+    """The `knowtree eval` command line that reproduces this run (also for runs started from Python)."""
+    args = ["knowtree", "eval", kind, str(path), "--method", ",".join(methods)]
+    if pages:
+        args += ["--pages", str(pages)]
+    if model:
+        args += ["--model", model]
+    if limit is not None:
+        args += ["--limit", str(limit)]
+    args += ["--k", str(k), "--budget", str(budget)]
+    if seed:
+        args += ["--seed", str(seed)]
+    if db:
+        args += ["--db", str(db)]
+    args += ["--out", str(out)]
+    return shlex.join(args)

@@ -1,0 +1,247 @@
+"""A lexical (BM25) index over passages, on SQLite FTS5: the honest baseline every method must beat.
+
+Why FTS5: it ships with Python's sqlite3 (no dependency), ranks with Okapi BM25 (`bm25()`), and an
+index can live in a file next to knowtree's database so a corpus is indexed once, not once per run.
+
+Query building matters as much as the ranking function. A question is free text, and FTS5's query
+language gives meaning to quotes, parentheses, `*`, `:`, `-`, `^`, AND/OR/NOT/NEAR; passing a question
+through unchanged either fails to parse or silently asks for a phrase or a boolean AND. So questions
+are tokenized into words, every word is quoted (no syntax survives), and the words are OR-ed: a
+passage matches when it shares any word, and BM25 ranks by how many and how rare. Stopwords are
+dropped first (unless that leaves nothing), because a long question full of "what", "the", "did"
+would otherwise match every passage and dilute the rare words that identify the answer.
+The table uses FTS5's `porter` tokenizer, so "approved" in a question finds "approve" in a passage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knowtree.errors import StoreError, UserError
+
+# English function words and question words: frequent in questions, useless for finding the answer.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before being
+    below between both but by can cannot could couldn did didn do does doesn doing don down during each
+    few for from further had hadn has hasn have haven having he her here hers herself him himself his
+    how i if in into is isn it its itself just let me more most my myself no nor not now of off on once
+    only or other ought our ours ourselves out over own same shan she should shouldn so some such than
+    that the their theirs them themselves then there these they this those through to too under until
+    up very was wasn we were weren what when where which while who whom whose why will with won would
+    wouldn you your yours yourself yourselves also ever s t d ll m re ve y
+    """.split()
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+@dataclass(slots=True)
+class Passage:
+    """A unit of retrieval: `id` is what evaluation compares with gold evidence, `doc` the document
+    it belongs to (so evidence given per document still matches a passage cut from it)."""
+
+    id: str
+    text: str
+    doc: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+PassageLike = Passage | tuple[str, str] | tuple[str, str, dict[str, Any]]
+
+
+def query_terms(text: str, *, stopwords: frozenset[str] | None = STOPWORDS) -> list[str]:
+    """The distinct search words of a free-text query, in order, lowercased.
+
+    Single letters are dropped (they are initials or option labels, not content), digits are kept
+    ("5", "2018" can be the whole point of a question). If removing stopwords leaves nothing (a
+    question such as "Who was it?"), the stopwords are kept rather than returning no results.
+    """
+    words = [w.lower() for w in _WORD.findall(text)]
+    words = [w for w in words if len(w) > 1 or w.isdigit()]
+    seen: dict[str, None] = {}
+    for w in words:
+        seen.setdefault(w, None)
+    terms = list(seen)
+    if stopwords:
+        content = [w for w in terms if w not in stopwords]
+        if content:
+            return content
+    return terms
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH string that ORs the terms, each quoted so no FTS5 syntax can leak in."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def fingerprint(passages: Iterable[PassageLike]) -> str:
+    """A content hash of passages (ids, documents and texts), to tell whether a stored index is current."""
+    h = hashlib.sha256()
+    for p in passages:
+        pid, text, doc, _meta = _unpack(p)
+        for part in (pid, doc, text):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+    return h.hexdigest()[:24]
+
+
+def _unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
+    if isinstance(p, Passage):
+        return p.id, p.text, p.doc, p.meta
+    if isinstance(p, tuple) and len(p) in (2, 3):
+        meta = p[2] if len(p) == 3 else {}  # type: ignore[misc]
+        return str(p[0]), str(p[1]), "", dict(meta)
+    raise TypeError(f"a passage is a Passage or an (id, text[, meta]) tuple, got {type(p).__name__}")
+
+
+class LexicalIndex:
+    """BM25 search over passages, stored in an SQLite FTS5 table.
+
+    `path` is an SQLite file (indexes persist and can be shared by several names) or ":memory:".
+    `name` picks the table, so one file can hold one index per corpus.
+
+        idx = LexicalIndex(":memory:")
+        idx.add([Passage("p1", "Alice approved the budget"), ("p2", "The launch was in Lisbon")])
+        idx.search("Who approved the budget?", k=1)   # [("p1", 1.23)]
+    """
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        name: str = "passages",
+        stopwords: frozenset[str] | None = STOPWORDS,
+    ) -> None:
+        if not _NAME.fullmatch(name):
+            raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+        self.path = str(path)
+        self.name = name
+        self.stopwords = stopwords
+        self._table = f"lex_{name}"
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table} USING fts5("
+                f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{_TOKENIZE}')"
+            )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS lexical_indexes("
+                "name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER)"
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open a lexical index there ({exc})") from exc
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> LexicalIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return int(self._conn.execute(f"SELECT COUNT(*) FROM {self._table}").fetchone()[0])
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, passages: Iterable[PassageLike]) -> int:
+        """Index passages; a passage whose id is already indexed replaces the old one. Returns the count."""
+        rows = []
+        for p in passages:
+            pid, text, doc, meta = _unpack(p)
+            rows.append((pid, doc, text, json.dumps(meta, ensure_ascii=False, default=str)))
+        if not rows:
+            return 0
+        c = self._conn
+        c.execute("BEGIN")
+        try:
+            existing = {r[0] for r in c.execute(f"SELECT pid FROM {self._table}")} if len(self) else set()
+            replaced = [(r[0],) for r in rows if r[0] in existing]
+            if replaced:
+                c.executemany(f"DELETE FROM {self._table} WHERE pid = ?", replaced)
+            # within one batch, the last passage with an id wins
+            unique = list({r[0]: r for r in rows}.values())
+            c.executemany(f"INSERT INTO {self._table}(pid, doc, body, meta) VALUES (?, ?, ?, ?)", unique)
+            c.execute("DELETE FROM lexical_indexes WHERE name = ?", (self.name,))  # contents changed
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+        return len(unique)
+
+    def clear(self) -> None:
+        self._conn.execute(f"DELETE FROM {self._table}")
+        self._conn.execute("DELETE FROM lexical_indexes WHERE name = ?", (self.name,))
+
+    def ensure(self, passages: Sequence[PassageLike], fp: str | None = None) -> bool:
+        """Make the index hold exactly `passages`; a no-op when a file index already does.
+
+        Returns True when it (re)indexed. Lets a persistent `--db` index skip re-indexing a corpus
+        that has not changed since the last run.
+        """
+        fp = fp or fingerprint(passages)
+        row = self._conn.execute(
+            "SELECT fingerprint FROM lexical_indexes WHERE name = ?", (self.name,)
+        ).fetchone()
+        if row and row[0] == fp:
+            return False
+        self.clear()
+        count = self.add(passages)
+        self._conn.execute(
+            "INSERT OR REPLACE INTO lexical_indexes(name, fingerprint, passages) VALUES (?, ?, ?)",
+            (self.name, fp, count),
+        )
+        return True
+
+    # -- reading -------------------------------------------------------------------------------
+    def search(
+        self, query: str, k: int = 10, *, docs: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The `k` best passages for a free-text query as (id, score), best first.
+
+        Scores are FTS5's BM25 negated, so higher is better; ties keep insertion order, so results
+        are deterministic. `docs` restricts the search to passages of those documents.
+        """
+        if k <= 0:
+            return []
+        terms = query_terms(query, stopwords=self.stopwords)
+        if not terms:
+            return []
+        sql = f"SELECT pid, bm25({self._table}) AS s FROM {self._table} WHERE {self._table} MATCH ?"
+        args: list[object] = [match_expression(terms)]
+        if docs is not None:
+            if not docs:
+                return []
+            sql += f" AND doc IN ({','.join('?' * len(docs))})"
+            args.extend(docs)
+        sql += " ORDER BY s, rowid LIMIT ?"
+        args.append(k)
+        try:
+            rows = self._conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:  # should not happen: every term is quoted
+            raise StoreError(f"lexical search failed for {query[:80]!r} ({exc})") from exc
+        return [(str(r[0]), -float(r[1])) for r in rows]
+
+    def get(self, pid: str) -> Passage | None:
+        row = self._conn.execute(
+            f"SELECT pid, body, doc, meta FROM {self._table} WHERE pid = ?", (pid,)
+        ).fetchone()
+        if row is None:
+            return None
+        return Passage(id=row[0], text=row[1], doc=row[2], meta=json.loads(row[3] or "{}"))
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(r[0]) for r in self._conn.execute(f"SELECT pid FROM {self._table} ORDER BY rowid"))

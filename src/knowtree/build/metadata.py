@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from knowtree.build.taxonomy import normalize_types
+from knowtree.build.taxonomy import DEFAULT_TAXONOMY, normalize_types
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.prompts import render
@@ -96,7 +96,12 @@ def _system() -> Message:
 
 
 def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple[NodeMeta, Usage]:
-    prompt = render("leaf_meta", taxonomy="; ".join(taxonomy), text=text)
+    if tuple(taxonomy) == DEFAULT_TAXONOMY:
+        # free labels, mapped onto the taxonomy in code (see taxonomy.KEYWORDS for why)
+        hint = "1-3 short labels (1-3 words each) for what kind of text this is: its genre or format."
+    else:
+        hint = "1-3 of these types (a new type only if none fits): " + "; ".join(taxonomy)
+    prompt = render("leaf_meta", types_hint=hint, text=text)
     result = client.structured(
         [_system(), Message(role="user", content=prompt)],
         LeafReply,
@@ -137,17 +142,18 @@ def format_meta(meta: NodeMeta, indent: str = "  ") -> str:
 
 
 def merge_ranked(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
-    """Union of lists, most frequent first, ties in first-seen order; case-insensitive dedupe."""
+    """Union of lists, most frequent first; ties taken round-robin (each list's first items, then its
+    second items...), so a parent's list represents every child, not just the first one."""
     counts: Counter[str] = Counter()
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}
     spelling: dict[str, str] = {}
-    for items in lists:
-        for item in items:
+    for which, items in enumerate(lists):
+        for rank, item in enumerate(items):
             key = item.strip().lower()
             if not key:
                 continue
             counts[key] += 1
-            first.setdefault(key, len(first))
+            first.setdefault(key, (rank, which))
             spelling.setdefault(key, item.strip())
     ranked = sorted(counts, key=lambda k: (-counts[k], first[k]))
     return [spelling[k] for k in ranked[:limit]]

@@ -114,6 +114,8 @@ class LocalModel(Model):
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
             "seed": self.seed,  # per call, so a reply does not depend on what ran before it
+            # llama.cpp's usual default; without it the 1.5B model can loop ("again again again")
+            "repeat_penalty": 1.1,
         }
         if request.schema_:
             # The OpenAI-style {"type": "json_schema"} form is silently ignored in-process.

@@ -127,3 +127,26 @@ def test_rephrased_parts_are_merged() -> None:
     answer = walker.ask("Why did the crew leave the door open, and who ordered it, and when did that happen?")
     decompose = next(s for s in answer.trace if s.action == "decompose")
     assert decompose.outcome.startswith("2 part(s)")
+
+
+RELEASE = (
+    "Release 7.1 of the Atlas mobile app shipped on 12 September 2024. Karin Lund was the release manager. "
+    "The release added offline mode. The next release, 7.2, is planned for November and will add barcode scanning."
+)
+
+
+def test_a_statement_about_another_version_does_not_answer() -> None:
+    quote = "Karin Lund was the release manager."
+    assert not supported(quote, "Karin Lund", "Who will be the release manager of release 7.2?", RELEASE)[0]
+    assert supported(quote, "Karin Lund", "Who was the release manager of release 7.1?", RELEASE)[0]
+    assert supported(
+        "The next release, 7.2, is planned for November", "November", "When is 7.2 planned?", RELEASE
+    )[0]
+
+
+def test_a_refusal_is_not_an_answer() -> None:
+    ok, why = supported(
+        "Release 7.1", "The text does not answer this question.", "Which company made it?", RELEASE
+    )
+    assert not ok and "does not answer" in why
+    assert not supported("Release 7.1", "Not mentioned", "What was the budget?", RELEASE)[0]

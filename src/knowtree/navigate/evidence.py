@@ -216,7 +216,19 @@ def is_multiple_choice(question: str) -> bool:
     return len({m.group(0).strip(" (.:)") for m in _OPTIONS_START.finditer(question)}) >= 2
 
 
-_PERSON_Q = re.compile(r"\b(who|whom|whose)\b|\bwhich (person|people|member|engineer|employee|manager)", re.I)
+_PERSON_Q = re.compile(
+    r"\b(who|whom|whose)\b|\bwhich (person|people|member|engineer|employee|manager|company|organi[sz]ation|firm"
+    r"|vendor|supplier|country|city)\b",
+    re.I,
+)
+# replies that say there is no answer, whatever the found flag says
+_REFUSAL = re.compile(
+    r"\b(does not|doesn't|do not|did not|cannot|can't|can not) (answer|say|mention|specify|state|provide|"
+    r"contain|include|be determined|be found|know)|\bnot (mentioned|specified|stated|provided|given|found|"
+    r"available|known|answered)\b|\bno (information|answer|mention|details?)\b|^\s*(unknown|none|n/?a|"
+    r"not applicable)\W*$",
+    re.I,
+)
 _TIME_Q = re.compile(
     r"\bwhen\b|\bwhat (date|day|time|year|month|week)\b|\bwhich (date|day|year|month|week)\b|\bhow long ago\b",
     re.I,
@@ -287,6 +299,18 @@ def relevant_context(question: str, quote: str, text: str, *, radius: int = 300)
     return len(asked & present) / len(asked)
 
 
+def ids_not_before(question: str, quote: str, text: str, *, radius: int = 300) -> list[str]:
+    """Numbers and ids the question names (a version, a ticket, a year) that neither the quote nor the
+    text just before it mentions: a statement about release 7.1 does not answer a question about 7.2."""
+    wanted = [w for w in words(question_core(question)) if any(ch.isdigit() for ch in w)]
+    if not wanted:
+        return []
+    where = locate(quote, text)
+    start = where[0] if where else 0
+    before = set(words(text[max(0, start - radius) : start] + " " + quote))
+    return [w for w in dict.fromkeys(wanted) if w not in before]
+
+
 def supported(
     quote: str, answer: str, question: str, text: str, *, threshold: float = 0.75
 ) -> tuple[bool, str]:
@@ -297,9 +321,14 @@ def supported(
     """
     if not answer.strip():
         return False, "empty answer"
+    if _REFUSAL.search(answer):
+        return False, "the answer says the text does not answer it"
     score = quote_score(quote, text)
     if score < threshold:
         return False, f"quote not found in the text (match {score:.2f})"
+    missing_ids = ids_not_before(question, quote, text)
+    if missing_ids:
+        return False, f"the quote is not about {', '.join(missing_ids)}"
     context = relevant_context(question, quote, text)
     if context < 0.4:
         return False, f"the quoted passage is not about the question ({context:.0%} of its words nearby)"

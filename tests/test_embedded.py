@@ -58,6 +58,19 @@ def test_answer_cites_the_right_file(sample_kb) -> None:
     assert [s.action for s in answer.trace][:2] == ["choose", "read"]
 
 
+def test_answer_split_across_two_files_is_combined(sample_kb) -> None:
+    kt, _, _ = sample_kb
+    answer = kt.tree("sample").ask(
+        "Which database did the team choose, and on which days are production deploys allowed?"
+    )
+    files = {c.file.rsplit("/", 1)[-1] for c in answer.citations}
+    assert answer.status == "complete", answer.trace
+    assert files == {"meetings.md", "handbook.md"}
+    text = (answer.answer or "").lower()
+    assert "postgres" in text and "tuesday" in text
+    assert any(s.action == "combine" for s in answer.trace)
+
+
 def test_unanswerable_question_says_so(sample_kb) -> None:
     kt, _, _ = sample_kb
     answer = kt.tree("sample").ask("What is the street address of Brightline's office in Madrid?")

@@ -312,7 +312,7 @@ def ids_not_before(question: str, quote: str, text: str, *, radius: int = 300) -
 
 
 def supported(
-    quote: str, answer: str, question: str, text: str, *, threshold: float = 0.75
+    quote: str, answer: str, question: str, text: str, *, threshold: float = 0.65, whole_question: str = ""
 ) -> tuple[bool, str]:
     """Whether a claimed answer is backed by the text; the reason says why not.
 
@@ -326,7 +326,9 @@ def supported(
     score = quote_score(quote, text)
     if score < threshold:
         return False, f"quote not found in the text (match {score:.2f})"
-    missing_ids = ids_not_before(question, quote, text)
+    # a part that refers back ("who will be its manager?") names its ids in the whole question
+    refers_back = re.search(r"\b(it|its|they|their|them|this|that|these|those|he|she|his|her)\b", question, re.I)
+    missing_ids = ids_not_before(f"{question} {whole_question}" if refers_back else question, quote, text)
     if missing_ids:
         return False, f"the quote is not about {', '.join(missing_ids)}"
     context = relevant_context(question, quote, text)

@@ -365,7 +365,7 @@ class Walker:
             if not part.found:
                 outcomes.append(f"{key}: not in this text")
                 continue
-            ok, why = supported(part.quote, part.answer, state.parts[i], leaf.text)
+            ok, why = supported(part.quote, part.answer, state.parts[i], leaf.text, whole_question=question)
             if ok:
                 state.findings[i] = _Finding(i, part.answer.strip(), part.quote.strip(), leaf.id)
                 outcomes.append(f"{key}: answered")

@@ -37,6 +37,10 @@ class Settings(BaseModel):
     n_ctx: int = Field(8192, ge=1024, description="context window of the embedded model")
     concurrency: int = Field(4, ge=1, description="model calls at once (the embedded model runs one)")
     timeout: float = Field(120.0, gt=0, description="seconds per HTTP model call")
+    input_cost_per_mtok: float = Field(0.0, ge=0, description="USD per million input tokens, for the ledger")
+    output_cost_per_mtok: float = Field(
+        0.0, ge=0, description="USD per million output tokens, for the ledger"
+    )
     chunk_size: int = Field(5000, ge=200, description="characters per leaf chunk")
     chunk_overlap: int = Field(0, ge=0, description="characters repeated from the previous chunk")
     max_children: int = Field(8, ge=2, le=32, description="children per branch (5-8 recommended)")

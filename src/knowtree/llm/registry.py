@@ -53,6 +53,8 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
             api_key=api_key,
             timeout=settings.timeout,
             max_concurrency=settings.concurrency,
+            input_cost_per_mtok=settings.input_cost_per_mtok,
+            output_cost_per_mtok=settings.output_cost_per_mtok,
         )
     if kind == "anthropic":
         from knowtree.llm.anthropic_model import AnthropicModel
@@ -68,6 +70,8 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
             base_url=settings.base_url,
             timeout=settings.timeout,
             max_concurrency=settings.concurrency,
+            input_cost_per_mtok=settings.input_cost_per_mtok,
+            output_cost_per_mtok=settings.output_cost_per_mtok,
         )
     if kind in ("keyword", "test"):
         from knowtree.llm.testing import KeywordModel

@@ -327,7 +327,9 @@ def supported(
     if score < threshold:
         return False, f"quote not found in the text (match {score:.2f})"
     # a part that refers back ("who will be its manager?") names its ids in the whole question
-    refers_back = re.search(r"\b(it|its|they|their|them|this|that|these|those|he|she|his|her)\b", question, re.I)
+    refers_back = re.search(
+        r"\b(it|its|they|their|them|this|that|these|those|he|she|his|her)\b", question, re.I
+    )
     missing_ids = ids_not_before(f"{question} {whole_question}" if refers_back else question, quote, text)
     if missing_ids:
         return False, f"the quote is not about {', '.join(missing_ids)}"

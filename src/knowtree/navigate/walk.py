@@ -313,10 +313,31 @@ class Walker:
             step.reason = "fallback: most question words in the metadata"
             self._step(state, step)
             return options[best]
-        step.choice = options[result.value.choice]
+        picked = result.value.choice
+        described = self._described_option(result.value.reason, question, options)
         step.reason = result.value.reason
+        if described is not None and described != picked:
+            # small models often reason about one option and then emit another's index
+            step.outcome = f"index {picked} corrected to {described}: the reason describes option {described}"
+            picked = described
+        step.choice = options[picked]
         self._usage_step(state, step, result.usage, result.cached, started)
         return step.choice
+
+    def _described_option(self, reason: str, question: str, options: list[str]) -> int | None:
+        """The option a reason clearly talks about: the one sharing by far the most of the reason's own
+        words (those not in the question), or None when no option stands out."""
+        asked = set(content_words(question))
+        said = {w for w in content_words(reason) if w not in asked}
+        if not said:
+            return None
+        overlaps = [len(said & set(content_words(self._option_text(self.nodes[o])))) for o in options]
+        ranked = sorted(range(len(options)), key=lambda i: -overlaps[i])
+        best = ranked[0]
+        runner_up = overlaps[ranked[1]] if len(ranked) > 1 else 0
+        if overlaps[best] >= 3 and overlaps[best] >= 2 * runner_up:
+            return best
+        return None
 
     def _read(self, leaf: Node, question: str, state: _State) -> None:
         state.tried.add(leaf.id)

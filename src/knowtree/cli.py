@@ -45,7 +45,10 @@ def _open(**overrides: Any):  # -> KnowTree (imported lazily: `knowtree --help` 
     return KnowTree(**overrides)
 
 
-def _run(fn: Any) -> Any:
+def _run(
+    fn: Any, *, interrupted: str = "finished model calls are cached, run the same command again to resume"
+) -> Any:
+    """Run a command body: user-fixable errors become one `error:` line and an exit code."""
     try:
         return fn()
     except KnowtreeError as exc:
@@ -53,9 +56,7 @@ def _run(fn: Any) -> Any:
             raise
         raise _err(str(exc), 1 if isinstance(exc, UserError) else 3) from None
     except KeyboardInterrupt:
-        raise _err(
-            "interrupted: finished model calls are cached, run the same command again to resume", 130
-        ) from None
+        raise _err(f"interrupted: {interrupted}", 130) from None
 
 
 @app.command()

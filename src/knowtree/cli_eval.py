@@ -6,7 +6,6 @@ Register it with `app.command("eval")(eval_command)`.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -43,11 +42,11 @@ def eval_command(
 
     Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
     """
-    from knowtree.errors import KnowtreeError, UserError
+    from knowtree.cli import _run
     from knowtree.eval.runner import RESULTS, SUMMARY, headline, run_eval
 
-    try:
-        summary = run_eval(
+    summary = _run(
+        lambda: run_eval(
             kind,
             path,
             method,
@@ -61,19 +60,9 @@ def eval_command(
             db=db,
             progress=not quiet,
             argv=["knowtree", *sys.argv[1:]],
-        )
-    except KnowtreeError as exc:
-        if os.environ.get("KNOWTREE_DEBUG"):
-            raise
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1 if isinstance(exc, UserError) else 3) from None
-    except KeyboardInterrupt:
-        typer.echo(
-            f"error: interrupted: finished questions are in {out}/{RESULTS}; "
-            "run the same command again to resume",
-            err=True,
-        )
-        raise typer.Exit(130) from None
+        ),
+        interrupted=f"finished questions are in {out}/{RESULTS}; run the same command again to resume",
+    )
     typer.echo(
         f"{summary['kind']}: {summary['questions']} question(s); "
         f"results in {out}/{RESULTS}, summary in {out}/{SUMMARY}"

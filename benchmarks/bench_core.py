@@ -113,6 +113,7 @@ def main() -> int:
             "leaves_read": len(read),
             "right_doc_read": any(tree.nodes[n].spans[0].file.endswith(q["doc"]) for n in read),
             "llm_calls": answer.usage.calls,
+            "cached_calls": answer.usage.cached,  # answered by the cache: they cost no tokens or time
             "tokens": answer.usage.input_tokens + answer.usage.output_tokens,
             "read_share_of_corpus": round(read_chars / corpus_chars, 4),
             "wall_s": round(wall, 1),

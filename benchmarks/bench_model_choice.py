@@ -26,17 +26,33 @@ def meta(summary: str, about: list[str], types: list[str], decisions: list[str] 
 
 
 OPTIONS = [
-    meta("Quarterly budget review: marketing spend cut by 12%, hiring freeze in sales until March.",
-         ["budget", "marketing", "hiring freeze", "Q3"], ["Financial reports & statements"], ["Cut marketing by 12%"]),
-    meta("Incident report: the payments API was down for 47 minutes on 3 May after a certificate expired.",
-         ["payments API", "outage", "TLS certificate", "on-call"], ["Incident reports"]),
-    meta("Onboarding guide for new engineers: laptop setup, VPN access, code review rules and the deploy checklist.",
-         ["onboarding", "VPN", "code review", "deploy checklist"], ["How-to guides & procedures"]),
-    meta("Design document for the search service: Elasticsearch replaced by PostgreSQL full-text search.",
-         ["search service", "Elasticsearch", "PostgreSQL", "ranking"], ["Design documents"],
-         ["Use PostgreSQL full-text search"]),
-    meta("Customer interview notes: three hospital clients asked for audit logs and single sign-on.",
-         ["customer interviews", "hospitals", "audit logs", "SSO"], ["Interviews & dialogue"]),
+    meta(
+        "Quarterly budget review: marketing spend cut by 12%, hiring freeze in sales until March.",
+        ["budget", "marketing", "hiring freeze", "Q3"],
+        ["Financial reports & statements"],
+        ["Cut marketing by 12%"],
+    ),
+    meta(
+        "Incident report: the payments API was down for 47 minutes on 3 May after a certificate expired.",
+        ["payments API", "outage", "TLS certificate", "on-call"],
+        ["Incident reports"],
+    ),
+    meta(
+        "Onboarding guide for new engineers: laptop setup, VPN access, code review rules and the deploy checklist.",
+        ["onboarding", "VPN", "code review", "deploy checklist"],
+        ["How-to guides & procedures"],
+    ),
+    meta(
+        "Design document for the search service: Elasticsearch replaced by PostgreSQL full-text search.",
+        ["search service", "Elasticsearch", "PostgreSQL", "ranking"],
+        ["Design documents"],
+        ["Use PostgreSQL full-text search"],
+    ),
+    meta(
+        "Customer interview notes: three hospital clients asked for audit logs and single sign-on.",
+        ["customer interviews", "hospitals", "audit logs", "SSO"],
+        ["Interviews & dialogue"],
+    ),
 ]
 NAV_CASES = [
     ("How long was the payments API unavailable?", 1),
@@ -83,8 +99,13 @@ def main() -> int:
 
     # navigation: a root over five leaves whose metadata differ clearly
     leaves = [Node(id=f"opt{i}", kind=NodeKind.LEAF, level=0, meta=m, text="") for i, m in enumerate(OPTIONS)]
-    root = Node(id="root", kind=NodeKind.ROOT, level=1, meta=meta("A company's internal documents.", [], []),
-                children=[n.id for n in leaves])
+    root = Node(
+        id="root",
+        kind=NodeKind.ROOT,
+        level=1,
+        meta=meta("A company's internal documents.", [], []),
+        children=[n.id for n in leaves],
+    )
     nodes = {n.id: n for n in [*leaves, root]}
     walker = Walker(nodes, "root", client)
     nav = []
@@ -93,23 +114,43 @@ def main() -> int:
         state = _State(parts=[question])
         chosen = walker._choose(root, root.children, question, state)
         got = root.children.index(chosen)
-        nav.append({"question": question, "expected": expected, "chosen": got, "right": got == expected,
-                    "error": state.trace[-1].error})
+        nav.append(
+            {
+                "question": question,
+                "expected": expected,
+                "chosen": got,
+                "right": got == expected,
+                "error": state.trace[-1].error,
+            }
+        )
         print(json.dumps(nav[-1]), flush=True)
     nav_s = time.monotonic() - t0
 
     # leaf answers: one leaf, full walk (decompose, read, evidence checks)
     span = Span(file="release.md", start=0, end=len(LEAF_TEXT), line_start=1, line_end=1)
-    leaf = Node(id="leaf", kind=NodeKind.LEAF, level=0, meta=meta("Atlas 7.1 release notes.", [], []),
-                text=LEAF_TEXT, spans=[span])
+    leaf = Node(
+        id="leaf",
+        kind=NodeKind.LEAF,
+        level=0,
+        meta=meta("Atlas 7.1 release notes.", [], []),
+        text=LEAF_TEXT,
+        spans=[span],
+    )
     lroot = Node(id="lroot", kind=NodeKind.ROOT, level=1, meta=leaf.meta, children=["leaf"], spans=[span])
     lwalker = Walker({"leaf": leaf, "lroot": lroot}, "lroot", client, WalkOptions(max_branch_attempts=1))
     flags = []
     t0 = time.monotonic()
     for question, expected in LEAF_CASES:
         answer = lwalker.ask(question)
-        flags.append({"question": question, "expected": expected, "status": answer.status,
-                      "right": answer.status == expected, "answer": answer.answer})
+        flags.append(
+            {
+                "question": question,
+                "expected": expected,
+                "status": answer.status,
+                "right": answer.status == expected,
+                "answer": answer.answer,
+            }
+        )
         print(json.dumps(flags[-1]), flush=True)
     leaf_s = time.monotonic() - t0
 
@@ -130,8 +171,16 @@ def main() -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(
-            json.dumps({"command": " ".join(["python", *sys.argv]), "summary": summary, "navigation": nav,
-                        "leaf": flags}, indent=2) + "\n",
+            json.dumps(
+                {
+                    "command": " ".join(["python", *sys.argv]),
+                    "summary": summary,
+                    "navigation": nav,
+                    "leaf": flags,
+                },
+                indent=2,
+            )
+            + "\n",
             encoding="utf-8",
         )
     kt.close()

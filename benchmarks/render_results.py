@@ -1,6 +1,6 @@
 """Render the recorded benchmark JSON files (benchmarks/results/) as the Markdown tables in RESULTS.md.
 
-    .venv/bin/python benchmarks/render_results.py   # prints Markdown; paste or redirect into RESULTS.md
+.venv/bin/python benchmarks/render_results.py   # prints Markdown; paste or redirect into RESULTS.md
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ def core(path: Path) -> str:
         f"| fallback metadata | {b['fallbacks']} nodes |",
         "",
         "| question (doc) | gold | picked | status | nav steps | leaves read | right doc read | LLM calls "
-        "| tokens | read share of corpus | wall s |",
+        "(cached) | tokens | read share of corpus | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["questions"]:
         lines.append(
             f"| {r['question'][:60]} ({r['doc']}) | {r['gold']} | {r['picked'] or '-'} | {r['status']} "
-            f"| {r['nav_steps']} | {r['leaves_read']} | {'yes' if r['right_doc_read'] else 'no'} | {r['llm_calls']} "
+            f"| {r['nav_steps']} | {r['leaves_read']} | {'yes' if r['right_doc_read'] else 'no'} | {r['llm_calls']} ({r.get('cached_calls', 0)}) "
             f"| {r['tokens']:,} | {r['read_share_of_corpus']:.1%} | {r['wall_s']:.0f} |"
         )
     lines += [

@@ -78,72 +78,56 @@ class SQLiteStore:
     ) -> None:
         """Replace the tree `name` with these nodes and documents, atomically."""
         parents: dict[str, str] = {}
-        for node in nodes:
-            for child in node.children:
-                parents[child] = node.id
         positions: dict[str, int] = {}
         for node in nodes:
             for i, child in enumerate(node.children):
+                parents[child] = node.id
                 positions[child] = i
         now = _now()
         try:
-            self._write_tree(name, root_id, nodes, documents, model, settings, parents, positions, now)
+            with self._tx() as c:
+                row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
+                created = row[0] if row else now
+                c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
+                c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
+                c.execute("DELETE FROM documents WHERE tree = ?", (name,))
+                c.execute(
+                    "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, root_id, model, json.dumps(settings, default=str), created, now),
+                )
+                c.executemany(
+                    "INSERT INTO documents(tree, path, sha256, encoding, chars, text, added)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
+                )
+                c.executemany(
+                    "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
+                    " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            name,
+                            n.id,
+                            n.kind.value,
+                            n.level,
+                            positions.get(n.id, 0),
+                            parents.get(n.id),
+                            json.dumps(n.children),
+                            n.meta.model_dump_json(),
+                            n.text,
+                            json.dumps([s.model_dump() for s in n.spans]),
+                        )
+                        for n in nodes
+                    ],
+                )
+                c.executemany(
+                    "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
+                    [(name, n.id, _fts_body(n)) for n in nodes],
+                )
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
             ) from exc
-
-    def _write_tree(
-        self,
-        name: str,
-        root_id: str,
-        nodes: Sequence[Node],
-        documents: Sequence[Document],
-        model: str,
-        settings: dict[str, object],
-        parents: dict[str, str],
-        positions: dict[str, int],
-        now: str,
-    ) -> None:
-        with self._tx() as c:
-            row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
-            created = row[0] if row else now
-            c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
-            c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
-            c.execute("DELETE FROM documents WHERE tree = ?", (name,))
-            c.execute(
-                "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (name, root_id, model, json.dumps(settings, default=str), created, now),
-            )
-            c.executemany(
-                "INSERT INTO documents(tree, path, sha256, encoding, chars, text, added)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
-            )
-            c.executemany(
-                "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
-                " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        name,
-                        n.id,
-                        n.kind.value,
-                        n.level,
-                        positions.get(n.id, 0),
-                        parents.get(n.id),
-                        json.dumps(n.children),
-                        n.meta.model_dump_json(),
-                        n.text,
-                        json.dumps([s.model_dump() for s in n.spans]),
-                    )
-                    for n in nodes
-                ],
-            )
-            c.executemany(
-                "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
-                [(name, n.id, _fts_body(n)) for n in nodes],
-            )
 
     def delete_tree(self, name: str) -> None:
         with self._tx() as c:

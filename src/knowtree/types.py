@@ -156,3 +156,4 @@ class TreeInfo(BaseModel):
     created: str
     updated: str
     model: str
+    kind: str = "document"

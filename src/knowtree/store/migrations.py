@@ -74,6 +74,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX llm_calls_run ON llm_calls(run_id);
     """,
+    # 2: what a tree holds ('document' trees from files, 'conversation' memories, ...)
+    """
+    ALTER TABLE trees ADD COLUMN kind TEXT NOT NULL DEFAULT 'document';
+    """,
 ]
 
 

@@ -75,6 +75,7 @@ class SQLiteStore:
         documents: Sequence[Document],
         model: str,
         settings: dict[str, object],
+        kind: str = "document",
     ) -> None:
         """Replace the tree `name` with these nodes and documents, atomically."""
         parents: dict[str, str] = {}
@@ -92,9 +93,9 @@ class SQLiteStore:
                 c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
                 c.execute("DELETE FROM documents WHERE tree = ?", (name,))
                 c.execute(
-                    "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, root_id, model, json.dumps(settings, default=str), created, now),
+                    "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated, kind)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, root_id, model, json.dumps(settings, default=str), created, now, kind),
                 )
                 c.executemany(
                     "INSERT INTO documents(tree, path, sha256, encoding, chars, text, added)"
@@ -143,10 +144,12 @@ class SQLiteStore:
         return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
 
     def tree_info(self, name: str) -> TreeInfo:
-        rows = self._query("SELECT root_id, model, created, updated FROM trees WHERE name = ?", (name,))
+        rows = self._query(
+            "SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,)
+        )
         if not rows:
             raise NotFoundError(self._missing(name))
-        root_id, model, created, updated = rows[0]
+        root_id, model, created, updated, kind = rows[0]
         docs = self._query("SELECT COUNT(*) FROM documents WHERE tree = ?", (name,))[0][0]
         total, leaves, depth = self._query(
             "SELECT COUNT(*), SUM(kind = 'leaf'), MAX(level) FROM nodes WHERE tree = ?", (name,)
@@ -161,6 +164,7 @@ class SQLiteStore:
             created=created,
             updated=updated,
             model=model,
+            kind=kind,
         )
 
     def _missing(self, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Retrieval building blocks (lexical BM25 now), usable by evaluation and by applications alike."""
+"""Retrieval building blocks (lexical BM25, offline embeddings), usable by evaluation and applications alike."""
 
 from knowtree.retrieve.bm25 import (
     STOPWORDS,
@@ -8,5 +8,19 @@ from knowtree.retrieve.bm25 import (
     match_expression,
     query_terms,
 )
+from knowtree.retrieve.embed import Embedder, HashEmbedder, StaticEmbedder, get_embedder
+from knowtree.retrieve.vectors import VectorIndex
 
-__all__ = ["STOPWORDS", "LexicalIndex", "Passage", "fingerprint", "match_expression", "query_terms"]
+__all__ = [
+    "STOPWORDS",
+    "Embedder",
+    "HashEmbedder",
+    "LexicalIndex",
+    "Passage",
+    "StaticEmbedder",
+    "VectorIndex",
+    "fingerprint",
+    "get_embedder",
+    "match_expression",
+    "query_terms",
+]

@@ -1,0 +1,161 @@
+"""Dense top-k search: vectors stored in SQLite (float32 blobs), searched exactly with numpy.
+
+Exact search is the right default here: a matrix product over 100k × 64 float32 takes milliseconds,
+so an approximate index (usearch, faiss) would add a dependency without a measurable gain at the
+sizes knowtree stores per tree or per evaluation corpus. Same shape as `LexicalIndex` (`ensure`,
+`add`, `search`), so methods can swap one for the other:
+
+    idx = VectorIndex("kb.db", name="corpus1")          # default embedder: the shipped static model
+    idx.ensure(passages)                                 # embeds only if the corpus changed
+    idx.search("Who approved the budget?", k=5)          # [(id, cosine), ...]
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from knowtree.errors import StoreError, UserError
+from knowtree.retrieve.bm25 import _NAME, PassageLike, _unpack, fingerprint
+from knowtree.retrieve.embed import Embedder, get_embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class VectorIndex:
+    """Embedding search over passages; vectors persist in an SQLite file (or ":memory:")."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        name: str = "passages",
+        embedder: Embedder | str | None = None,
+        batch: int = 256,
+    ) -> None:
+        if not _NAME.fullmatch(name):
+            raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+        self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder or "static")
+        self.path = str(path)
+        self.name = name
+        self.batch = batch
+        self._table = f"vec_{name}"
+        self._matrix: np.ndarray | None = None
+        self._ids: list[str] = []
+        self._docs: list[str] = []
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table}("
+                "pid TEXT PRIMARY KEY, doc TEXT NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL)"
+            )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS vector_indexes("
+                "name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER)"
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open a vector index there ({exc})") from exc
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> VectorIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return int(self._conn.execute(f"SELECT COUNT(*) FROM {self._table}").fetchone()[0])
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, passages: Iterable[PassageLike]) -> int:
+        """Embed and store passages (an id already present is replaced). Returns the count."""
+        unpacked = {pid: (doc, text) for pid, text, doc, _ in map(_unpack, passages)}
+        if not unpacked:
+            return 0
+        ids = list(unpacked)
+        rows = []
+        for start in range(0, len(ids), self.batch):
+            part = ids[start : start + self.batch]
+            vectors = self.embedder.embed([unpacked[p][1] for p in part])
+            rows.extend(
+                (pid, unpacked[pid][0], self.embedder.id, vec.tobytes())
+                for pid, vec in zip(part, vectors, strict=True)
+            )
+        c = self._conn
+        c.execute("BEGIN")
+        try:
+            c.executemany(
+                f"INSERT OR REPLACE INTO {self._table}(pid, doc, embedder, vec) VALUES (?, ?, ?, ?)", rows
+            )
+            c.execute("DELETE FROM vector_indexes WHERE name = ?", (self.name,))
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+        self._matrix = None
+        return len(rows)
+
+    def clear(self) -> None:
+        self._conn.execute(f"DELETE FROM {self._table}")
+        self._conn.execute("DELETE FROM vector_indexes WHERE name = ?", (self.name,))
+        self._matrix = None
+
+    def ensure(self, passages: Sequence[PassageLike], fp: str | None = None) -> bool:
+        """Make the index hold exactly `passages` embedded by this embedder; no-op when it already does."""
+        fp = fp or fingerprint(passages)
+        row = self._conn.execute(
+            "SELECT fingerprint, embedder FROM vector_indexes WHERE name = ?", (self.name,)
+        ).fetchone()
+        if row and row[0] == fp and row[1] == self.embedder.id:
+            return False
+        self.clear()
+        count = self.add(passages)
+        self._conn.execute(
+            "INSERT OR REPLACE INTO vector_indexes(name, fingerprint, embedder, dim, passages)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (self.name, fp, self.embedder.id, self.embedder.dim, count),
+        )
+        return True
+
+    # -- reading -------------------------------------------------------------------------------
+    def _load(self) -> np.ndarray:
+        import numpy as np
+
+        if self._matrix is None:
+            rows = self._conn.execute(
+                f"SELECT pid, doc, vec FROM {self._table} WHERE embedder = ? ORDER BY rowid",
+                (self.embedder.id,),
+            ).fetchall()
+            self._ids = [r[0] for r in rows]
+            self._docs = [r[1] for r in rows]
+            dim = self.embedder.dim
+            self._matrix = (
+                np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+                if rows
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+        return self._matrix
+
+    def search(
+        self, query: str, k: int = 10, *, docs: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The `k` passages most similar to `query` as (id, cosine), best first; ties keep insertion order."""
+        import numpy as np
+
+        matrix = self._load()
+        if k <= 0 or not len(matrix):
+            return []
+        scores = matrix @ self.embedder.embed([query])[0]
+        if docs is not None:
+            allowed = set(docs)
+            mask = np.fromiter((d in allowed for d in self._docs), dtype=bool, count=len(self._docs))
+            scores = np.where(mask, scores, -np.inf)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(self._ids[i], float(scores[i])) for i in order if np.isfinite(scores[i])]

@@ -23,7 +23,7 @@ from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
 from knowtree.navigate.walk import EventSink, Walker, WalkOptions
 from knowtree.store import SQLiteStore
-from knowtree.types import Answer, Node, TreeInfo, Usage
+from knowtree.types import Answer, Document, Node, TreeInfo, Usage
 
 
 @dataclass
@@ -119,11 +119,23 @@ class KnowTree:
         stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
         edit only pays for what changed and its ancestors.
         """
-        started = time.monotonic()
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
             raise InputError("(no input)", "give at least one file, directory or glob")
-        documents = load_documents(paths)
+        return self.build_documents(load_documents(paths), tree=tree, progress=progress, on_client=on_client)
+
+    def build_documents(
+        self,
+        documents: Sequence[Document],
+        *,
+        tree: str = "default",
+        progress: Progress | None = None,
+        on_client: Callable[[LLMClient], None] | None = None,
+    ) -> BuildReport:
+        """Build (or rebuild) the tree `tree` from documents already in memory (see `build`)."""
+        started = time.monotonic()
+        if not documents:
+            raise InputError("(no input)", "no documents to build from")
         model = self.model  # resolve (and fail on a bad model string) before a run is recorded
         run_id = self.store.start_run("build", tree, detail=" ".join(d.path for d in documents)[:500])
         client = self.client(run_id)

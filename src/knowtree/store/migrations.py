@@ -78,6 +78,23 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE trees ADD COLUMN kind TEXT NOT NULL DEFAULT 'document';
     """,
+    # 3: conversation memories keep every message verbatim (position, speaker, time, source id)
+    """
+    CREATE TABLE messages (
+        tree TEXT NOT NULL REFERENCES trees(name) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        name TEXT,
+        content TEXT NOT NULL,
+        timestamp TEXT,
+        time TEXT,
+        session TEXT,
+        source_id TEXT,
+        attachment TEXT,
+        node_id TEXT NOT NULL,
+        PRIMARY KEY (tree, position)
+    );
+    """,
 ]
 
 

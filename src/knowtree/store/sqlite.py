@@ -16,6 +16,8 @@ from knowtree.llm.base import Completion
 from knowtree.store.migrations import migrate
 from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, TreeInfo, Usage
 
+_MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -205,6 +207,112 @@ class SQLiteStore:
             (match, name, limit),
         )
         return [(r[0], -float(r[1])) for r in rows]
+
+    # -- conversation memories: incremental updates -------------------------------------------
+    def save_memory_step(
+        self,
+        name: str,
+        *,
+        root_id: str,
+        nodes: Sequence[Node],
+        parents: dict[str, str],
+        removed: Sequence[str] = (),
+        messages: Sequence[dict[str, object]] = (),
+        model: str,
+        settings: dict[str, object],
+        kind: str = "conversation",
+    ) -> None:
+        """Upsert changed nodes and append new messages of a memory, atomically (no full replace).
+
+        `parents` maps each changed node's id to its parent's; `messages` are rows of the messages
+        table (position, role, name, content, timestamp, time, session, source_id, attachment, node_id).
+        """
+        now = _now()
+        positions = {}
+        for node in nodes:
+            for i, child in enumerate(node.children):
+                positions[child] = i
+        try:
+            with self._tx() as c:
+                row = c.execute("SELECT created, kind FROM trees WHERE name = ?", (name,)).fetchone()
+                if row and row[1] != kind:
+                    raise StoreError(f"{name!r} is a {row[1]} tree, not a {kind}: choose another name")
+                if row:
+                    c.execute(
+                        "UPDATE trees SET root_id = ?, model = ?, settings_json = ?, updated = ? WHERE name = ?",
+                        (root_id, model, json.dumps(settings, default=str), now, name),
+                    )
+                else:
+                    c.execute(
+                        "INSERT INTO trees(name, root_id, model, settings_json, created, updated, kind)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (name, root_id, model, json.dumps(settings, default=str), now, now, kind),
+                    )
+                gone = [(name, i) for i in [*removed, *(n.id for n in nodes)]]
+                c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
+                c.executemany("DELETE FROM nodes_fts WHERE tree = ? AND id = ?", gone)
+                c.executemany(
+                    "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
+                    " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            name,
+                            n.id,
+                            n.kind.value,
+                            n.level,
+                            positions.get(n.id, 0),
+                            parents.get(n.id),
+                            json.dumps(n.children),
+                            n.meta.model_dump_json(),
+                            n.text,
+                            json.dumps([s.model_dump() for s in n.spans]),
+                        )
+                        for n in nodes
+                    ],
+                )
+                c.executemany(
+                    "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
+                    [(name, n.id, _fts_body(n)) for n in nodes],
+                )
+                c.executemany(
+                    "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
+                    " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            name,
+                            m["position"],
+                            m["role"],
+                            m.get("name"),
+                            m["content"],
+                            m.get("timestamp"),
+                            m.get("time"),
+                            m.get("session"),
+                            m.get("source_id"),
+                            m.get("attachment"),
+                            m["node_id"],
+                        )
+                        for m in messages
+                    ],
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"
+            ) from exc
+
+    def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]:
+        """Messages of a memory with position in [start, end), in order."""
+        rows = self._query(
+            "SELECT position, role, name, content, timestamp, time, session, source_id, attachment, node_id"
+            " FROM messages WHERE tree = ? AND position >= ? AND position < ? ORDER BY position",
+            (name, start, end if end is not None else 2**62),
+        )
+        return [dict(zip(_MESSAGE_KEYS, r, strict=True)) for r in rows]
+
+    def tree_settings(self, name: str) -> dict[str, object]:
+        rows = self._query("SELECT settings_json FROM trees WHERE name = ?", (name,))
+        if not rows:
+            raise NotFoundError(self._missing(name))
+        return json.loads(rows[0][0] or "{}")
 
     # -- LLM cache and ledger (the CallStore protocol) -----------------------------------------
     def cache_get(self, key: str) -> Completion | None:

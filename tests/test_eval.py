@@ -387,16 +387,22 @@ def test_bm25_method_record(tmp_path: Path) -> None:
     assert set(record.retrieved) == {"Oslo", "Norway"}  # both gold paragraphs, Madrid not
     assert record.llm_calls == 0 and record.prediction is None
     # Norway's paragraph is 17 tokens and Oslo's 12: only the first fits in 25 tokens
-    assert record.metrics == {"hit_rate": 1.0, "recall": 1.0, "recall_budget": 0.5}
+    core = {k: record.metrics[k] for k in ("hit_rate", "recall", "recall_budget")}
+    assert core == {"hit_rate": 1.0, "recall": 1.0, "recall_budget": 0.5}
+    # hit within a token budget: Norway (17 tokens, a gold paragraph) fits every budget from 256 up
+    assert {k: v for k, v in record.metrics.items() if k.startswith("hit_b")} == {
+        f"hit_b{b}": 1.0 for b in em.BUDGETS
+    }
     assert record.tokens_read == sum(m.approx_tokens(d.corpora["hotpotqa"].text(p)) for p in record.retrieved)
 
 
 def test_method_registry_errors_are_one_line() -> None:
-    with pytest.raises(UserError, match=r"unknown method 'nope' \(available: bm25; planned: walk") as info:
+    with pytest.raises(UserError, match=r"unknown method 'nope' \(available: bm25, embedding, ") as info:
         em.parse_methods("bm25,nope")
     assert "\n" not in str(info.value)
-    with pytest.raises(UserError, match="'walk' is not implemented yet"):
-        em.parse_methods(["walk"])
+    assert "planned: search" in str(info.value)
+    with pytest.raises(UserError, match="'search' is not implemented yet"):
+        em.parse_methods(["search"])
     assert em.parse_methods(" bm25 , BM25") == ["bm25"]
 
 
@@ -530,7 +536,7 @@ def test_eval_command_prints_headline_and_writes_results(tmp_path: Path) -> None
     ("args", "message"),
     [
         (["eval", "hotpotqa", "missing.json"], "no such file"),
-        (["eval", "hotpotqa", "HOT", "--method", "walk"], "not implemented yet"),
+        (["eval", "hotpotqa", "HOT", "--method", "search"], "not implemented yet"),
         (["eval", "trivia", "HOT"], "unknown dataset kind"),
     ],
 )

@@ -3,8 +3,7 @@
 One record shape for every method is what makes the comparison honest: the same metrics, the same
 token and call accounting, the same wall-clock measure, whether the method is a BM25 lookup or a
 multi-call tree walk. Methods are registered by name (`register_method`); the command line picks
-them with `--method bm25,walk`. Only the LLM-free `bm25` exists yet; the names of the planned ones
-are reserved so asking for them fails with a clear one-line message instead of a KeyError.
+them with `--method bm25,walk`. The LLM methods live in `llm_methods.py` and register themselves here.
 
 A method is anything with a `name` and `run(case, ctx) -> Record`. It may also have `prepare(ctx)`,
 which the runner calls (and times separately, as setup) before a method's first question on a corpus:
@@ -17,7 +16,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +24,10 @@ from knowtree.errors import UserError
 from knowtree.eval import metrics as m
 from knowtree.eval.datasets import Case, Corpus
 from knowtree.retrieve.bm25 import LexicalIndex
+
+if TYPE_CHECKING:
+    from knowtree.eval.runtime import Runtime
+    from knowtree.retrieve.vectors import VectorIndex
 
 
 class Record(BaseModel):
@@ -44,9 +47,12 @@ class Record(BaseModel):
     retrieved: list[str] = Field(default_factory=list)  # passage ids the method read, best first
     metrics: dict[str, float | None] = Field(default_factory=dict)
     tokens_read: int = 0  # tokens of corpus text the method read (retrieved passages, leaves…)
-    llm_calls: int = 0
+    llm_calls: int = 0  # model calls made for this question (cache hits not included)
+    cached_calls: int = 0  # calls answered from the cache (a rerun: the same work, no model time)
+    round_trips: int = 0  # sequential model requests (latency floor), cached ones included
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
     wall_s: float = 0.0
     trace_id: str | None = None  # where the full trace lives (e.g. the ledger run id of a walk)
     error: str | None = None  # a model failure on this question; the runner retries it on resume
@@ -60,6 +66,7 @@ class MethodParams:
     budget: int = 2048
     model: str | None = None
     seed: int = 0
+    answer: bool = False  # retrieval methods also answer with the model (set when a model is given)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -68,21 +75,43 @@ class CorpusContext:
     """What methods share about one corpus: the passages, lazily built indexes, token counting.
 
     `db` is where indexes live (":memory:" or an SQLite file, where an unchanged corpus is not
-    re-indexed on the next run).
+    re-indexed on the next run). `runtime` is the model side (None for LLM-free runs);
+    `setup_usage` collects the LLM usage of per-corpus preparation (tree builds) by method.
     """
 
     corpus: Corpus
     db: str = ":memory:"
     tokenizer: m.Tokenizer | None = None
+    runtime: Runtime | None = None
+    embedder: str = "static"
+    setup_usage: dict[str, Any] = field(default_factory=dict)
     _lexical: LexicalIndex | None = field(default=None, repr=False)
+    _vectors: VectorIndex | None = field(default=None, repr=False)
+
+    @property
+    def index_name(self) -> str:
+        return "c_" + hashlib.sha1(self.corpus.id.encode("utf-8")).hexdigest()[:16]
 
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:
-            name = "c_" + hashlib.sha1(self.corpus.id.encode("utf-8")).hexdigest()[:16]
-            index = LexicalIndex(self.db, name=name)
+            index = LexicalIndex(self.db, name=self.index_name)
             index.ensure(list(self.corpus.passages.values()), self.corpus.fingerprint())
             self._lexical = index
         return self._lexical
+
+    def vectors(self) -> VectorIndex:
+        if self._vectors is None:
+            from knowtree.retrieve.vectors import VectorIndex
+
+            index = VectorIndex(self.db, name=self.index_name, embedder=self.embedder)
+            index.ensure(list(self.corpus.passages.values()), self.corpus.fingerprint())
+            self._vectors = index
+        return self._vectors
+
+    def need_runtime(self) -> Runtime:
+        if self.runtime is None:
+            raise UserError("this method needs a model: run it through run_eval (it sets up the model)")
+        return self.runtime
 
     def tokens(self, text: str) -> int:
         return m.count_tokens(text, self.tokenizer)
@@ -91,6 +120,9 @@ class CorpusContext:
         if self._lexical is not None:
             self._lexical.close()
             self._lexical = None
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
 
 
 @runtime_checkable
@@ -116,13 +148,29 @@ def evidence_labels(corpus: Corpus, ranked: Sequence[str], gold: Sequence[str]) 
 def retrieval_metrics(
     case: Case, ctx: CorpusContext, ranked: Sequence[str], *, k: int, budget: int
 ) -> dict[str, float | None]:
-    """hit rate@k, recall@k and recall within `budget` tokens, for a ranking of passage ids."""
+    """hit rate@k, recall@k and recall within `budget` tokens, for a ranking of passage ids; plus the
+    hit rate within each of `BUDGETS` tokens (`hit_b512`…), for the hit-rate-vs-budget plot."""
     labels = evidence_labels(ctx.corpus, ranked, case.evidence)
-    texts = [ctx.corpus.text(p) for p in ranked]
-    return {
+    lengths = [ctx.tokens(ctx.corpus.text(p)) for p in ranked]
+    out: dict[str, float | None] = {
         "hit_rate": m.hit_at_k(labels, case.evidence, k),
         "recall": m.recall_at_k(labels, case.evidence, k),
-        "recall_budget": m.recall_at_budget(labels, texts, case.evidence, budget, ctx.tokenizer),
+        "recall_budget": m.recall_at_k(labels, case.evidence, m.within_budget(lengths, budget)),
+    }
+    for b in BUDGETS:
+        out[f"hit_b{b}"] = m.hit_at_k(labels, case.evidence, m.within_budget(lengths, b))
+    return out
+
+
+BUDGETS = (256, 512, 1024, 2048, 4096)
+
+
+def read_metrics(case: Case, ctx: CorpusContext, read: Sequence[str]) -> dict[str, float | None]:
+    """For methods that read passages (not a ranking): did what they read include the evidence?"""
+    labels = evidence_labels(ctx.corpus, read, case.evidence)
+    return {
+        "hit_rate": m.hit_at_k(labels, case.evidence, len(labels)),
+        "recall": m.recall_at_k(labels, case.evidence, len(labels)),
     }
 
 
@@ -154,29 +202,35 @@ def base_record(case: Case, method: str) -> Record:
 
 @dataclass
 class BM25Method:
-    """Lexical top-k retrieval, no LLM: the floor any memory method has to clear.
+    """Lexical top-k retrieval: the floor any memory method has to clear.
 
     It reads the top `k` passages (tokens read = their tokens). It also ranks deeper, until `budget`
-    tokens are filled, to report recall at that budget.
+    tokens are filled, to report recall at that budget. With `answer=True` (a run given `--model`)
+    the same model then answers from those `k` passages, so accuracy sits beside the other methods';
+    without, it is LLM-free.
     """
 
     k: int = 5
     budget: int = 2048
     depth: int = 50
+    answer: bool = False
     name: str = "bm25"
 
+    def index(self, ctx: CorpusContext) -> LexicalIndex | VectorIndex:
+        return ctx.lexical()
+
     def prepare(self, ctx: CorpusContext) -> None:
-        ctx.lexical()
+        self.index(ctx)
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         started = time.perf_counter()
-        index = ctx.lexical()
+        index = self.index(ctx)
         depth = max(self.k, self.depth)
         while True:
             ranked = [pid for pid, _ in index.search(case.question, depth)]
             lengths = [ctx.tokens(ctx.corpus.text(p)) for p in ranked]
-            # rank deeper while everything found still fits the budget and more may exist
-            if len(ranked) < depth or m.within_budget(lengths, self.budget) < len(ranked):
+            # rank deeper while everything found still fits the largest budget and more may exist
+            if len(ranked) < depth or m.within_budget(lengths, max(self.budget, *BUDGETS)) < len(ranked):
                 break
             depth *= 2
         top = ranked[: self.k]
@@ -184,8 +238,40 @@ class BM25Method:
         record.retrieved = top
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget)
         record.tokens_read = sum(lengths[: len(top)])
+        if self.answer:
+            from knowtree.eval.runtime import answer_from_text
+
+            runtime = ctx.need_runtime()
+            with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
+                text = "\n\n".join(f"[{i + 1}] {ctx.corpus.text(p)}" for i, p in enumerate(top))
+                record.prediction = answer_from_text(client, case.prompt(), text)
+                account(record, client, run_id)
+            scores, record.choice = answer_metrics(case, record.prediction)
+            record.metrics.update(scores)
         record.wall_s = time.perf_counter() - started
         return record
+
+
+@dataclass
+class EmbeddingMethod(BM25Method):
+    """Dense top-k retrieval with the offline embedder (same reading and budget rules as BM25)."""
+
+    name: str = "embedding"
+
+    def index(self, ctx: CorpusContext) -> LexicalIndex | VectorIndex:
+        return ctx.vectors()
+
+
+def account(record: Record, client: Any, run_id: str) -> None:
+    """Copy a question's LLM usage (from its client) into the record; the ledger run is the trace."""
+    u = client.usage
+    record.llm_calls = u.calls
+    record.cached_calls = u.cached
+    record.round_trips = u.calls + u.cached
+    record.input_tokens = u.input_tokens
+    record.output_tokens = u.output_tokens
+    record.cost_usd = round(u.cost_usd, 6)
+    record.trace_id = run_id
 
 
 # -- registry ----------------------------------------------------------------------------------------
@@ -193,18 +279,25 @@ class BM25Method:
 MethodFactory = Callable[[MethodParams], Method]
 
 _FACTORIES: dict[str, MethodFactory] = {
-    "bm25": lambda p: BM25Method(k=p.k, budget=p.budget),
+    "bm25": lambda p: BM25Method(k=p.k, budget=p.budget, answer=p.answer),
+    "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
 }
 
 # reserved names, with what they will be: asking for one now says it is not implemented yet
 PLANNED: dict[str, str] = {
-    "walk": "knowtree's tree navigation",
-    "fulltext": "the whole document in the prompt (truncated to the context)",
-    "embedding": "dense top-k retrieval, then answer",
-    "raptor": "RAPTOR collapsed-tree retrieval, then answer",
-    "memwalker": "MemWalker navigation",
-    "flat": "lexical top-k, then answer with the same model",
+    "search": "knowtree's one-call tree search over the outline",
 }
+_BUILTIN_LOADED = False
+
+
+def _load_builtin() -> None:
+    """Register the LLM methods (`llm_methods.py`) on first use: importing this module stays light."""
+    global _BUILTIN_LOADED
+    if not _BUILTIN_LOADED:
+        _BUILTIN_LOADED = True
+        from knowtree.eval import llm_methods
+
+        llm_methods.register()
 
 
 def register_method(name: str, factory: MethodFactory, *, replace: bool = False) -> None:
@@ -215,6 +308,7 @@ def register_method(name: str, factory: MethodFactory, *, replace: bool = False)
 
 
 def available_methods() -> list[str]:
+    _load_builtin()
     return sorted(_FACTORIES)
 
 
@@ -230,6 +324,7 @@ def parse_methods(spec: str | Sequence[str]) -> list[str]:
 
 
 def _check(name: str) -> None:
+    _load_builtin()
     if name in _FACTORIES:
         return
     available = ", ".join(available_methods())

@@ -42,6 +42,10 @@ class WalkOptions:
     leaves_per_branch: int = 2
     max_parts: int = 3
     leaf_chars: int = 6000  # a leaf's text shown to the model is cut here (the chunk size is ~5000)
+    # ablations (MemWalker as published): options shown by summary only, the leaf reply trusted as it
+    # is (no quote check, no partial flag), the question never split
+    metadata: bool = True
+    verify: bool = True
 
 
 @dataclass
@@ -157,7 +161,8 @@ class Walker:
 
     def _decompose(self, question: str, state: _State) -> list[str]:
         simple = (
-            is_multiple_choice(question)  # the options belong with the question
+            not self.options.verify  # without verification there are no parts to keep apart
+            or is_multiple_choice(question)  # the options belong with the question
             or (
                 question.count("?") <= 1
                 and len(question.split()) <= 14
@@ -268,9 +273,14 @@ class Walker:
                 ),
             )
             return options[0]
-        shown = "\n".join(
-            f"Option {i}:\n{format_meta(self._short_meta(self.nodes[o]))}" for i, o in enumerate(options)
-        )
+        if self.options.metadata:
+            shown = "\n".join(
+                f"Option {i}:\n{format_meta(self._short_meta(self.nodes[o]))}" for i, o in enumerate(options)
+            )
+        else:
+            shown = "\n".join(
+                f"Option {i}:\nSummary: {_clip(self.nodes[o].meta.summary, 300)}" for i, o in enumerate(options)
+            )
         here = ""
         if node.id != self.root.id:  # where we are: the collection, then this branch
             here = (
@@ -386,7 +396,10 @@ class Walker:
             if not part.found:
                 outcomes.append(f"{key}: not in this text")
                 continue
-            ok, why = supported(part.quote, part.answer, state.parts[i], leaf.text, whole_question=question)
+            if self.options.verify:
+                ok, why = supported(part.quote, part.answer, state.parts[i], leaf.text, whole_question=question)
+            else:
+                ok, why = bool(part.answer.strip()), "empty answer"
             if ok:
                 state.findings[i] = _Finding(i, part.answer.strip(), part.quote.strip(), leaf.id)
                 outcomes.append(f"{key}: answered")

@@ -43,6 +43,9 @@ class Span(BaseModel):
     end: int
     line_start: int  # 1-based, inclusive
     line_end: int
+    # physical pages (1-based, inclusive) for paged sources such as PDFs; None for plain text
+    page_start: int | None = None
+    page_end: int | None = None
 
 
 class Chunk(BaseModel):
@@ -64,6 +67,9 @@ class NodeMeta(BaseModel):
     """The six structured metadata fields every node carries."""
 
     summary: str = ""
+    title: str = ""  # the section heading, for trees built from a document's own structure
+    # conversation memories: [first, last] message time (ISO 8601) of a topic or message
+    time_range: list[str] = Field(default_factory=list)
     content_types: list[str] = Field(default_factory=list)
     critical_actions: list[str] = Field(default_factory=list)
     decisions: list[str] = Field(default_factory=list)
@@ -114,6 +120,12 @@ class Citation(BaseModel):
     line_end: int
     node_id: str
     quote: str = ""  # verified evidence from that leaf, when there is some
+    page_start: int | None = None  # physical pages, for paged sources (PDF)
+    page_end: int | None = None
+    # conversation memories: line_start/line_end are 1-based message positions; who spoke and when
+    speaker: str | None = None
+    timestamp: str | None = None
+    message_id: str | None = None  # the source's own id (LoCoMo dia_id)
 
 
 AnswerStatus = Literal["complete", "partial", "none"]

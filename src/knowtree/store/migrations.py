@@ -95,6 +95,27 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tree, position)
     );
     """,
+    # 4: documents in a collection: a one-sentence description and metadata (company, year, type...);
+    # expert notes (preferences for where to look), per tree or for every tree ('*')
+    """
+    CREATE TABLE doc_info (
+        tree TEXT NOT NULL,
+        path TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        meta_json TEXT NOT NULL DEFAULT '{}',
+        pages INTEGER,
+        source TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (tree, path)
+    );
+    CREATE TABLE experts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE INDEX experts_scope ON experts(scope);
+    """,
 ]
 
 

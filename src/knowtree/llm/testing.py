@@ -86,9 +86,9 @@ def _between(text: str, start: str, end: str) -> str:
 
 class KeywordModel(FunctionModel):
     def __init__(self) -> None:
-        super().__init__(self._answer, id="keyword", max_concurrency=4)
+        super().__init__(self._dispatch, id="keyword", max_concurrency=4)
 
-    def _answer(self, request: Request) -> dict[str, Any]:
+    def _dispatch(self, request: Request) -> dict[str, Any]:
         prompt = request.messages[-1].content
         role = request.schema_name
         handler = getattr(self, f"_{role}", None)
@@ -159,3 +159,28 @@ class KeywordModel(FunctionModel):
     def _combine(self, prompt: str, request: Request) -> dict[str, Any]:
         answers = re.findall(r"→ (.*?) \(source says", prompt)
         return {"answer": " ".join(answers) or "no findings"}
+
+    # -- evaluation baselines (eval_answer, raptor_summary, judge prompts) -----------------------
+    def _answer(self, prompt: str, request: Request) -> dict[str, Any]:
+        """The sentence of the text sharing most words with the question (an option letter if it has options)."""
+        text = _between(prompt, "<text>", "</text>")
+        question = prompt.split("Question:", 1)[-1].split("\n\nReply", 1)[0]
+        wanted = _words(question.split("\n(A)", 1)[0])
+        best = max(_sentences(text), key=lambda s: len(wanted & _words(s)), default="")
+        if not best or not wanted & _words(best):
+            return {"answer": "unknown"}
+        options = re.findall(r"^\(([A-D])\) (.*)$", question, flags=re.M)
+        if options:
+            letter, option = max(options, key=lambda o: len(_words(o[1]) & _words(best)))
+            return {"answer": f"({letter}) {option}"}
+        return {"answer": best[:300]}
+
+    def _raptor_summary(self, prompt: str, request: Request) -> dict[str, Any]:
+        text = _between(prompt, "<passages>", "</passages>")
+        return {"summary": " ".join(s.split(". ")[0] for s in text.split("\n\n") if s.strip())[:800] or "-"}
+
+    def _judge(self, prompt: str, request: Request) -> dict[str, Any]:
+        gold = _words(_between(prompt, "Gold answer:", "\n"))
+        said = _words(_between(prompt, "Answer to grade:", "\n"))
+        share = len(gold & said) / len(gold) if gold else 0.0
+        return {"reason": f"{share:.0%} of the gold answer's words", "correct": share >= 0.5}

@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -49,6 +49,24 @@ class Settings(BaseModel):
     max_retries: int = Field(4, ge=0, description="retries of a failed call (429, 5xx, timeouts)")
     repair_attempts: int = Field(2, ge=0, description="re-asks with the validation error fed back")
     taxonomy: list[str] | None = Field(None, description="content types (default: the built-in list)")
+    # documents with structure (PDF, DOCX, HTML; Markdown by headings on request)
+    structure: Literal["auto", "headings"] = Field(
+        "auto", description="auto: PDF/DOCX/HTML by their structure, text and Markdown in chunks; headings: Markdown by headings too"
+    )
+    summaries: Literal["auto", "none", "lazy", "eager"] = Field(
+        "auto",
+        description="structured trees: none (titles only, no LLM call), lazy (when a navigator first sees a node), eager; auto: none for PDFs, eager otherwise",
+    )
+    node_max_pages: int = Field(2, ge=1, description="pages per leaf of a PDF tree (larger sections are split)")
+    node_max_chars: int = Field(6000, ge=500, description="characters per leaf of a structured tree")
+    describe: bool = Field(True, description="one-sentence description + metadata per document (1 call each)")
+    ask_mode: Literal["auto", "walk", "search"] = Field(
+        "auto", description="walk (navigate with backtracking), search (one call over the outline), auto"
+    )
+    search_budget_tokens: int = Field(3000, ge=200, description="tokens of section text read by tree search")
+    collection_strategy: Literal["auto", "describe", "metadata", "semantic"] = Field(
+        "auto", description="how a question picks documents in a collection"
+    )
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> Settings:

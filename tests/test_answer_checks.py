@@ -121,7 +121,7 @@ def test_rephrased_parts_are_merged() -> None:
                     "Who ordered the door open?",
                 ]
             }
-        return KeywordModel()._answer(request)
+        return KeywordModel().reply(request)
 
     walker = _one_leaf_walker(FunctionModel(reply))
     answer = walker.ask("Why did the crew leave the door open, and who ordered it, and when did that happen?")

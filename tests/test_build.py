@@ -45,7 +45,7 @@ class Counting(FunctionModel):
             value = self.override(request)
             if value is not None:
                 return value
-        return self.keyword._answer(request)
+        return self.keyword.reply(request)
 
     def count(self, purpose: str | None = None) -> int:
         return sum(1 for r in self.requests if purpose is None or r.schema_name == purpose)
@@ -338,7 +338,7 @@ def test_taxonomy_is_applied_during_the_build(tmp_path: Path, corpus: list[str])
     def typed(request: Request) -> Any:
         if request.schema_name != "leaf_meta":
             return None
-        reply = KeywordModel()._answer(request)
+        reply = KeywordModel().reply(request)
         reply["content_types"] = ["meeting notes", "Space opera"]
         return reply
 

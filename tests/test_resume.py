@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
 
     def slow(request):
         time.sleep(float(sys.argv[3]))
-        return keyword._answer(request)
+        return keyword.reply(request)
 
     kt = knowtree.open(sys.argv[1], model=FunctionModel(slow, id="slow-keyword", max_concurrency=1))
     report = kt.build([sys.argv[2]], tree="t")

@@ -74,7 +74,7 @@ def wrap(override: Callable[[Request], Any]) -> FunctionModel:
 
     def reply(request: Request) -> Any:
         value = override(request)
-        return keyword._answer(request) if value is None else value
+        return keyword.reply(request) if value is None else value
 
     return FunctionModel(reply, id="wrapped")
 
@@ -265,7 +265,7 @@ def test_half_invented_two_part_answer_is_partial(flat_tree: tuple[dict[str, Nod
     def lie_about_launch(request: Request) -> Any:
         if request.schema_name != "read":
             return None
-        reply = KeywordModel()._answer(request)
+        reply = KeywordModel().reply(request)
         prompt = request.messages[-1].content
         for key, value in reply.items():
             if f"{key}: when did the launch happen" in prompt:

@@ -104,10 +104,14 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     seconds: float = 0.0
+    cached_input_tokens: int = 0  # tokens the cached calls took when they were first made
+    cached_output_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.calls += other.calls
         self.cached += other.cached
+        self.cached_input_tokens += other.cached_input_tokens
+        self.cached_output_tokens += other.cached_output_tokens
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cost_usd += other.cost_usd

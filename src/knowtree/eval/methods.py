@@ -47,14 +47,15 @@ class Record(BaseModel):
     retrieved: list[str] = Field(default_factory=list)  # passage ids the method read, best first
     metrics: dict[str, float | None] = Field(default_factory=dict)
     tokens_read: int = 0  # tokens of corpus text the method read (retrieved passages, leaves…)
-    llm_calls: int = 0  # model calls made for this question (cache hits not included)
-    cached_calls: int = 0  # calls answered from the cache (a rerun: the same work, no model time)
+    llm_calls: int = 0  # model requests made for this question (including those the cache answered)
+    cached_calls: int = 0  # of those, answered from the cache (same tokens counted, no model time)
     round_trips: int = 0  # sequential model requests (latency floor), cached ones included
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
     wall_s: float = 0.0
     trace_id: str | None = None  # where the full trace lives (e.g. the ledger run id of a walk)
+    judge_reason: str | None = None  # the judge's reason, when a judge graded this answer
     error: str | None = None  # a model failure on this question; the runner retries it on resume
 
 
@@ -265,11 +266,13 @@ class EmbeddingMethod(BM25Method):
 def account(record: Record, client: Any, run_id: str) -> None:
     """Copy a question's LLM usage (from its client) into the record; the ledger run is the trace."""
     u = client.usage
-    record.llm_calls = u.calls
+    # a method's cost is what it asks for: calls the shared cache answered (another method, an
+    # earlier run) still count, with the tokens they took when first made; `cached_calls` says how many
+    record.llm_calls = u.calls + u.cached
     record.cached_calls = u.cached
-    record.round_trips = u.calls + u.cached
-    record.input_tokens = u.input_tokens
-    record.output_tokens = u.output_tokens
+    record.round_trips = u.calls + u.cached  # every method here makes its calls one after another
+    record.input_tokens = u.input_tokens + u.cached_input_tokens
+    record.output_tokens = u.output_tokens + u.cached_output_tokens
     record.cost_usd = round(u.cost_usd, 6)
     record.trace_id = run_id
 

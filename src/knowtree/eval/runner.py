@@ -31,6 +31,7 @@ from typing import Any
 from knowtree.errors import ModelError, UserError
 from knowtree.eval.datasets import Case, Dataset, default_pages_path, load_dataset
 from knowtree.eval.methods import (
+    BUDGETS,
     CorpusContext,
     Method,
     MethodParams,
@@ -41,12 +42,14 @@ from knowtree.eval.methods import (
     parse_methods,
 )
 from knowtree.eval.metrics import Tokenizer, mean
+from knowtree.eval.runtime import Runtime
 
 RESULTS = "results.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.md"
 
 ProgressSink = Callable[[str], None]
+TickSink = Callable[[int, int, str], None]  # (questions done, total, metrics so far)
 
 
 def _now() -> str:
@@ -89,13 +92,30 @@ def run_eval(
     progress: bool | ProgressSink = True,
     progress_every: float = 5.0,
     argv: Sequence[str] | None = None,
+    judge: str | None = None,
+    corpora: int | None = None,
+    per_corpus: int | None = None,
+    embedder: str = "static",
+    model_object: Any = None,
+    judge_object: Any = None,
+    on_tick: TickSink | None = None,
 ) -> dict[str, Any]:
     """Evaluate `methods` ("bm25" or "bm25,walk", or a list) on a dataset; returns the summary dict.
 
     `db` keeps retrieval indexes in an SQLite file across runs (default: in memory). `tokenizer`
     counts tokens (default: characters / 4). `progress` prints a line to stderr every
-    `progress_every` seconds (or pass a callable to receive the lines). `argv` is recorded in
-    run.json when called from the command line.
+    `progress_every` seconds (or pass a callable to receive the lines); `on_tick(done, total, text)`
+    is called after every question (the CLI's progress bar). `argv` is recorded in run.json when
+    called from the command line.
+
+    Subsets: `corpora` keeps the questions of the first N corpora (QuALITY articles, LoCoMo
+    conversations, filings), `per_corpus` the first N questions of each, `limit` the first N overall.
+
+    The model side: LLM methods (walk, flat, memwalker, fulltext, raptor) use `model` (a model
+    string; `model_object`, a `Model`, wins); retrieval methods (bm25, embedding) also answer with it
+    when a model is given. The LLM cache, ledger and trees live in `OUT/knowtree.db`, so a rerun is
+    answered from the cache. `judge` ("same" or a model string) adds a judged accuracy for
+    free-form answers (fixed prompt: `prompts/judge.txt`).
     """
     if k < 1:
         raise UserError(f"k must be at least 1, got {k}")
@@ -106,8 +126,10 @@ def run_eval(
     pages_path = None
     if kind == "financebench":
         pages_path = Path(pages) if pages else default_pages_path(path)
-    dataset = load_dataset(kind, path, limit=limit, pages=pages_path)
-    params = MethodParams(k=k, budget=budget, model=model, seed=seed)
+    dataset = load_dataset(kind, path, pages=pages_path)
+    _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit)
+    has_model = model is not None or model_object is not None
+    params = MethodParams(k=k, budget=budget, model=model, seed=seed, answer=has_model)
     runners = [make_method(n, params) for n in names]
 
     out = Path(out_dir)
@@ -121,6 +143,8 @@ def run_eval(
         "model": model,
         "seed": seed,
         "tokens": getattr(tokenizer, "__name__", "tokenizer") if tokenizer else "chars/4",
+        "judge": judge,
+        "embedder": embedder,
     }
     info = _previous_run(out, key)
     done, unreadable = _load_records(out / RESULTS)
@@ -128,17 +152,27 @@ def run_eval(
         "started": _now(),
         "methods": names,
         "limit": limit,
+        "corpora": corpora,
+        "per_corpus": per_corpus,
         "argv": list(argv) if argv is not None else None,
         "status": "running",
     }
-    command = equivalent_command(kind, path, names, out, limit, model, seed, k, budget, pages, db)
+    command = equivalent_command(
+        kind, path, names, out, limit, model, seed, k, budget, pages, db, judge, corpora, per_corpus
+    )
     info = info or {"started": session["started"], "sessions": [], "setup_s": {}}
     info.update(
         {
             "kind": kind,
             "path": str(path),
             "methods": sorted(set(info.get("methods", [])) | set(names)),
-            "parameters": {**key, "limit": limit, "db": str(db) if db else None},
+            "parameters": {
+                **key,
+                "limit": limit,
+                "corpora": corpora,
+                "per_corpus": per_corpus,
+                "db": str(db) if db else None,
+            },
             "resume_key": key,
             "seed": seed,
             "model": model,
@@ -154,12 +188,25 @@ def run_eval(
     )
     info["sessions"].append(session)
     _write_json(out / RUN, info)
+    runtime = Runtime(
+        db=str(out / "knowtree.db"),
+        model=model,
+        model_object=model_object,
+        judge=judge,
+        judge_object=judge_object,
+    )
 
     sink: ProgressSink | None = (_stderr if progress is True else progress) or None
+    # corpus by corpus, then method by method: a corpus is indexed/built once, and one method's
+    # questions run back to back (a local model keeps the shared prompt prefix in its KV cache)
+    by_corpus: dict[str, list[Case]] = {}
+    for case in dataset.cases:
+        by_corpus.setdefault(case.corpus, []).append(case)
     pending = [
         (case, method)
-        for case in dataset.cases
+        for cases in by_corpus.values()
         for method in runners
+        for case in cases
         if (method.name, case.id) not in done or done[(method.name, case.id)].error is not None
     ]
     if sink:
@@ -172,15 +219,23 @@ def run_eval(
             f"{len(pending)} to run{again}"
         )
     setup: dict[str, float] = info["setup_s"]
+    setup_calls: dict[str, dict[str, int]] = info.setdefault("setup_calls", {})
+    meter = _Progress(len(pending), sink, progress_every, k, on_tick)
     try:
-        _execute(pending, dataset, out / RESULTS, done, setup, db, tokenizer, sink, progress_every, k)
+        _execute(
+            pending, dataset, out / RESULTS, done, setup, setup_calls, db, tokenizer, meter, runtime, embedder
+        )
+        if has_model:
+            session["model_id"] = runtime.model_id
     except BaseException as exc:
         session["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed: {exc}"[:300]
         session["finished"] = _now()
         _write_json(out / RUN, info)
         raise
+    finally:
+        runtime.close()
     records = [done[(m.name, c.id)] for m in runners for c in dataset.cases if (m.name, c.id) in done]
-    summary = summarize(records, names, k=k, budget=budget, setup=setup)
+    summary = summarize(records, names, k=k, budget=budget, setup=setup, setup_calls=setup_calls)
     summary.update(
         {
             "kind": kind,
@@ -193,8 +248,12 @@ def run_eval(
             "seed": seed,
             "command": command,
             "notes": dataset.notes,
+            "judge": judge,
         }
     )
+    from knowtree.eval.plots import write_plots
+
+    summary["plots"] = write_plots(summary, out)
     session["status"] = "ok"
     session["finished"] = _now()
     info["finished"] = session["finished"]
@@ -214,18 +273,18 @@ def _execute(
     results: Path,
     done: dict[tuple[str, str], Record],
     setup: dict[str, float],
+    setup_calls: dict[str, dict[str, int]],
     db: str | Path | None,
     tokenizer: Tokenizer | None,
-    sink: ProgressSink | None,
-    every: float,
-    k: int,
+    meter: _Progress,
+    runtime: Runtime,
+    embedder: str,
 ) -> None:
     left: dict[str, int] = {}
     for case, _ in pending:
         left[case.corpus] = left.get(case.corpus, 0) + 1
     contexts: dict[str, CorpusContext] = {}
     prepared: set[tuple[str, str]] = set()
-    meter = _Progress(len(pending), sink, every, k)
     with results.open("a+", encoding="utf-8") as f:
         f.seek(0, 2)
         if f.tell() > 0:
@@ -237,15 +296,26 @@ def _execute(
                 ctx = contexts.get(case.corpus)
                 if ctx is None:
                     ctx = contexts[case.corpus] = CorpusContext(
-                        dataset.corpora[case.corpus], db=str(db) if db else ":memory:", tokenizer=tokenizer
+                        dataset.corpora[case.corpus],
+                        db=str(db) if db else ":memory:",
+                        tokenizer=tokenizer,
+                        runtime=runtime,
+                        embedder=embedder,
                     )
                 prepare = getattr(method, "prepare", None)
                 if prepare is not None and (method.name, case.corpus) not in prepared:
                     started = time.perf_counter()
+                    meter.note(f"{method.name}: preparing {case.corpus}")
                     prepare(ctx)
                     setup[method.name] = setup.get(method.name, 0.0) + time.perf_counter() - started
                     prepared.add((method.name, case.corpus))
+                    for name, usage in ctx.setup_usage.items():
+                        total = setup_calls.setdefault(name, {})
+                        for key, value in usage.items():
+                            total[key] = total.get(key, 0) + value
+                    ctx.setup_usage.clear()
                 record = _run_one(method, case, ctx)
+                _judge(record, case, runtime)
                 f.write(record.model_dump_json() + "\n")
                 f.flush()
                 done[(method.name, case.id)] = record
@@ -257,6 +327,51 @@ def _execute(
             for ctx in contexts.values():
                 ctx.close()
     meter.finish()
+
+
+def _subset(dataset: Dataset, *, corpora: int | None, per_corpus: int | None, limit: int | None) -> None:
+    """Keep a named subset of the questions: the first N corpora, N per corpus, N overall."""
+    for name, value in (("--corpora", corpora), ("--per-corpus", per_corpus), ("--limit", limit)):
+        if value is not None and value < 0:
+            raise UserError(f"{name} must be 0 or more, got {value}")
+    cases = dataset.cases
+    if corpora is not None:
+        keep = list(dict.fromkeys(c.corpus for c in cases))[:corpora]
+        cases = [c for c in cases if c.corpus in keep]
+    if per_corpus is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for c in cases:
+            seen[c.corpus] = seen.get(c.corpus, 0) + 1
+            if seen[c.corpus] <= per_corpus:
+                kept.append(c)
+        cases = kept
+    if limit is not None:
+        cases = cases[:limit]
+    dataset.cases = cases
+
+
+def _judge(record: Record, case: Case, runtime: Runtime) -> None:
+    """A judged verdict for a free-form answer when the run has a judge; its calls are not the method's."""
+    kt = runtime.judge_kt()
+    if kt is None or record.error or case.options or case.answer is None:
+        return
+    if record.prediction is None and record.llm_calls == 0 and record.cached_calls == 0:
+        return  # an LLM-free retrieval record: nothing was answered, nothing to judge
+    from knowtree.eval.judge import judge_answer
+
+    run_id = kt.store.start_run("judge", record.method, detail=case.question[:500])
+    client = kt.client(run_id)
+    try:
+        verdict = judge_answer(client, case.question, case.answer, record.prediction)
+    except ModelError as exc:
+        kt.store.finish_run(run_id, "failed")
+        record.metrics["judged"] = None
+        record.error = f"judge: {type(exc).__name__}: {exc}"[:500]
+        return
+    kt.store.finish_run(run_id, "ok")
+    record.metrics["judged"] = float(verdict.correct)
+    record.judge_reason = verdict.reason[:300]
 
 
 def _run_one(method: Method, case: Case, ctx: CorpusContext) -> Record:
@@ -275,9 +390,12 @@ def _run_one(method: Method, case: Case, ctx: CorpusContext) -> Record:
 class _Progress:
     """A line to stderr every few seconds: questions done, the headline metric so far, ETA."""
 
-    def __init__(self, total: int, sink: ProgressSink | None, every: float, k: int) -> None:
+    def __init__(
+        self, total: int, sink: ProgressSink | None, every: float, k: int, on_tick: TickSink | None = None
+    ) -> None:
         self.total = total
         self.sink = sink
+        self.on_tick = on_tick
         self.every = every
         self.k = k
         self.count = 0
@@ -287,32 +405,44 @@ class _Progress:
 
     def tick(self, record: Record) -> None:
         self.count += 1
-        for name in ("correct", "f1", "hit_rate"):
+        for name in ("correct", "judged", "f1", "hit_rate"):
             value = record.metrics.get(name)
             if value is not None:
                 self.values.setdefault(f"{record.method} {_LABELS[name].format(k=self.k)}", []).append(value)
                 break
         now = time.monotonic()
-        if self.sink and now - self.last >= self.every:
+        if self.on_tick:
+            self.on_tick(self.count, self.total, self.so_far())
+        elif self.sink and now - self.last >= self.every:
             self.last = now
             self.sink(self.line(now))
+
+    def note(self, text: str) -> None:
+        """Something slow is starting (a tree build): say so before the next question line."""
+        if self.on_tick:
+            self.on_tick(self.count, self.total, text)
+        elif self.sink:
+            self.sink(f"  {text}")
+
+    def so_far(self) -> str:
+        return ", ".join(f"{n} {sum(v) / len(v):.3f}" for n, v in self.values.items())
 
     def line(self, now: float) -> str:
         elapsed = now - self.started
         rate = self.count / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.count) / rate if rate > 0 else float("nan")
-        so_far = ", ".join(f"{n} {sum(v) / len(v):.3f}" for n, v in self.values.items())
+        so_far = self.so_far()
         return (
             f"  {self.count}/{self.total} done ({self.count / max(self.total, 1):.0%})"
             f"{', ' + so_far if so_far else ''}; {rate:.1f}/s, ETA {_duration(eta)}"
         )
 
     def finish(self) -> None:
-        if self.sink and self.count:
+        if self.sink and self.count and not self.on_tick:
             self.sink(self.line(time.monotonic()))
 
 
-_LABELS = {"correct": "accuracy", "f1": "F1", "hit_rate": "hit rate@{k}"}
+_LABELS = {"correct": "accuracy", "judged": "judged", "f1": "F1", "hit_rate": "hit rate@{k}"}
 
 
 def _duration(seconds: float) -> str:
@@ -395,6 +525,9 @@ def _stats(records: Sequence[Record]) -> dict[str, Any]:
         "em": metric("em"),
         "f1": metric("f1"),
         "answer_n": count("f1"),
+        "judged": metric("judged"),
+        "judged_n": count("judged"),
+        "cut": metric("cut"),
         "hit_rate": metric("hit_rate"),
         "recall": metric("recall"),
         "recall_budget": metric("recall_budget"),
@@ -403,6 +536,9 @@ def _stats(records: Sequence[Record]) -> dict[str, Any]:
         "tokens_read_total": sum(r.tokens_read for r in records),
         "llm_calls": sum(r.llm_calls for r in records),
         "llm_calls_mean": mean(r.llm_calls for r in records),
+        "cached_calls": sum(r.cached_calls for r in records),
+        "round_trips_mean": mean(r.round_trips for r in records),
+        "cost_usd": sum(r.cost_usd for r in records),
         "input_tokens": sum(r.input_tokens for r in records),
         "output_tokens": sum(r.output_tokens for r in records),
         "wall_s": sum(r.wall_s for r in records),
@@ -417,6 +553,7 @@ def summarize(
     k: int,
     budget: int,
     setup: dict[str, float] | None = None,
+    setup_calls: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Per-method aggregates (and per category when records have one) from result records."""
     out: dict[str, Any] = {}
@@ -424,6 +561,12 @@ def summarize(
         mine = [r for r in records if r.method == name]
         stats = _stats(mine)
         stats["setup_s"] = (setup or {}).get(name, 0.0)
+        stats["setup_calls"] = dict((setup_calls or {}).get(name, {}))
+        stats["hit_by_budget"] = {
+            b: mean(r.metrics.get(f"hit_b{b}") for r in mine)
+            for b in BUDGETS
+            if any(r.metrics.get(f"hit_b{b}") is not None for r in mine)
+        }
         categories = sorted({r.category for r in mine if r.category})
         if categories:
             stats["by_category"] = {c: _stats([r for r in mine if r.category == c]) for c in categories}
@@ -432,8 +575,8 @@ def summarize(
 
 
 def _headline_numbers(s: dict[str, Any]) -> dict[str, Any]:
-    keys = ("questions", "accuracy", "em", "f1", "hit_rate", "recall", "recall_budget", "tokens_read_mean")
-    return {k: s[k] for k in (*keys, "llm_calls", "wall_s", "setup_s")}
+    keys = ("questions", "accuracy", "em", "f1", "judged", "hit_rate", "recall", "recall_budget")
+    return {k: s[k] for k in (*keys, "tokens_read_mean", "llm_calls", "wall_s", "setup_s", "setup_calls")}
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -450,6 +593,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
             parts.append(f"accuracy: {s['accuracy']:.3f} ({s['accuracy_n']} questions)")
         if s["f1"] is not None:
             parts.append(f"EM: {s['em']:.3f}, F1: {s['f1']:.3f} ({s['answer_n']} questions)")
+        if s["judged"] is not None:
+            parts.append(f"judged accuracy: {s['judged']:.3f} ({s['judged_n']} questions)")
         if s["hit_rate"] is not None:
             parts.append(f"hit rate@{k}: {s['hit_rate']:.3f} ({s['evidence_n']} questions)")
             parts.append(f"recall@{k}: {s['recall']:.3f}")
@@ -457,7 +602,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
         else:
             parts.append(f"hit rate@{k}: n/a (no evidence ids in this dataset)")
         parts.append(f"tokens read: {_f(s['tokens_read_mean'], 0)}/question")
-        parts.append(f"LLM calls: {s['llm_calls']}")
+        setup_calls = s.get("setup_calls", {}).get("calls", 0)
+        parts.append(f"LLM calls: {s['llm_calls']}" + (f" + {setup_calls} to build" if setup_calls else ""))
         parts.append(f"wall: {s['wall_s']:.1f}s + {s['setup_s']:.1f}s setup")
         if s["errors"]:
             parts.append(f"errors: {s['errors']}")
@@ -487,17 +633,30 @@ def render_summary(summary: dict[str, Any], info: dict[str, Any] | None = None) 
     ]
     lines += [f"- note: {n}" for n in summary.get("notes", [])]
     header = (
-        f"| method | questions | accuracy | EM | F1 | hit rate@{k} | recall@{k} | recall@{budget} tok "
-        "| mean tokens read | LLM calls | wall s | setup s | errors |"
+        f"| method | questions | accuracy | EM | F1 | judged | hit rate@{k} | recall@{k} | recall@{budget} tok "
+        "| mean tokens read | LLM calls (+ build) | round trips/q | input+output tokens | cost $ "
+        "| wall s | setup s | errors |"
     )
-    lines += ["", header, "|" + "---|" * 13]
+    lines += ["", header, "|" + "---|" * 17]
     for name, s in summary["methods"].items():
+        build = s.get("setup_calls", {}).get("calls", 0)
         lines.append(
             f"| {name} | {s['questions']} | {_f(s['accuracy'])} | {_f(s['em'])} | {_f(s['f1'])} "
-            f"| {_f(s['hit_rate'])} | {_f(s['recall'])} | {_f(s['recall_budget'])} "
-            f"| {_f(s['tokens_read_mean'], 0)} | {s['llm_calls']} | {s['wall_s']:.1f} | {s['setup_s']:.1f} "
-            f"| {s['errors']} |"
+            f"| {_f(s['judged'])} | {_f(s['hit_rate'])} | {_f(s['recall'])} | {_f(s['recall_budget'])} "
+            f"| {_f(s['tokens_read_mean'], 0)} | {s['llm_calls']}{f' (+{build})' if build else ''} "
+            f"| {_f(s['round_trips_mean'], 1)} | {s['input_tokens'] + s['output_tokens']:,} "
+            f"| {s['cost_usd']:.4f} | {s['wall_s']:.1f} | {s['setup_s']:.1f} | {s['errors']} |"
         )
+    cut = {n: s["cut"] for n, s in summary["methods"].items() if s.get("cut")}
+    for name, share in cut.items():
+        lines.append(
+            f"\n{name}: on average {share:.1%} of each corpus did not fit the model's window and was cut."
+        )
+    plots = summary.get("plots") or {}
+    if plots.get("files"):
+        lines += ["", *[f"![{p}]({p})" for p in plots["files"]]]
+    if plots.get("note"):
+        lines += ["", f"Plots: {plots['note']}"]
     for name, s in summary["methods"].items():
         cats = s.get("by_category")
         if not cats:
@@ -506,20 +665,26 @@ def render_summary(summary: dict[str, Any], info: dict[str, Any] | None = None) 
             "",
             f"## {name} by category",
             "",
-            f"| category | questions | accuracy | F1 | hit rate@{k} | recall@{k} | mean tokens read |",
-            "|" + "---|" * 7,
+            "| category | questions | accuracy | F1 | judged | hit rate | recall | mean tokens read | LLM calls |",
+            "|" + "---|" * 9,
         ]
         for c, cs in cats.items():
             lines.append(
-                f"| {c} | {cs['questions']} | {_f(cs['accuracy'])} | {_f(cs['f1'])} | {_f(cs['hit_rate'])} "
-                f"| {_f(cs['recall'])} | {_f(cs['tokens_read_mean'], 0)} |"
+                f"| {c} | {cs['questions']} | {_f(cs['accuracy'])} | {_f(cs['f1'])} | {_f(cs['judged'])} "
+                f"| {_f(cs['hit_rate'])} | {_f(cs['recall'])} | {_f(cs['tokens_read_mean'], 0)} "
+                f"| {cs['llm_calls']} |"
             )
     lines += [
         "",
         "Metrics: accuracy = multiple-choice letter correct; EM / F1 = SQuAD-normalised exact match and "
-        f"token F1; hit rate@{k} = any gold evidence among the top {k}; recall@{k} = share of gold evidence "
-        f"in the top {k}; recall@{budget} tok = share of gold evidence in the ranked passages that fit, "
-        f"whole and in order, in {budget} tokens. '–' = not applicable. Per-question lines: `{RESULTS}`.",
+        "token F1; judged = the LLM judge's verdict (fixed prompt `prompts/judge.txt`); hit rate@k = any gold "
+        f"evidence among the passages read (top {k} for bm25/embedding; for the other methods whatever they "
+        "read: the leaves a walk opened, the window for fulltext, the passages within the budget for raptor); "
+        "recall@k = share of the gold "
+        f"evidence among them; recall@{budget} tok = share of gold evidence in the ranked passages that fit, "
+        f"whole and in order, in {budget} tokens. LLM calls exclude cache hits; (+ build) = calls to build "
+        "trees/summaries for the corpus, once. '–' = not applicable. Per-question lines: "
+        f"`{RESULTS}` (trace_id = the ledger run in knowtree.db).",
         "",
     ]
     return "\n".join(lines)
@@ -537,6 +702,9 @@ def equivalent_command(
     budget: int,
     pages: str | Path | None,
     db: str | Path | None,
+    judge: str | None = None,
+    corpora: int | None = None,
+    per_corpus: int | None = None,
 ) -> str:
     """The `knowtree eval` command line that reproduces this run (also for runs started from Python)."""
     args = ["knowtree", "eval", kind, str(path), "--method", ",".join(methods)]
@@ -544,6 +712,12 @@ def equivalent_command(
         args += ["--pages", str(pages)]
     if model:
         args += ["--model", model]
+    if judge:
+        args += ["--judge", judge]
+    if corpora is not None:
+        args += ["--corpora", str(corpora)]
+    if per_corpus is not None:
+        args += ["--per-corpus", str(per_corpus)]
     if limit is not None:
         args += ["--limit", str(limit)]
     args += ["--k", str(k), "--budget", str(budget)]

@@ -156,7 +156,9 @@ class LLMClient:
         key = request.cache_key(self.model.id)
         hit = self.store.cache_get(key)
         if hit is not None:
-            usage = Usage(cached=1)
+            # tokens the cache saved are kept apart: a cached call costs nothing, but evaluations
+            # compare what each method would cost without another's cache
+            usage = Usage(cached=1, cached_input_tokens=hit.input_tokens, cached_output_tokens=hit.output_tokens)
             self._account(usage, key, purpose, cached=True, error=None)
             return hit, usage, True
 

@@ -86,9 +86,10 @@ def _between(text: str, start: str, end: str) -> str:
 
 class KeywordModel(FunctionModel):
     def __init__(self) -> None:
-        super().__init__(self._dispatch, id="keyword", max_concurrency=4)
+        super().__init__(self.reply, id="keyword", max_concurrency=4)
 
-    def _dispatch(self, request: Request) -> dict[str, Any]:
+    def reply(self, request: Request) -> dict[str, Any]:
+        """The reply to a request, by its role (schema name); tests compose it with their own replies."""
         prompt = request.messages[-1].content
         role = request.schema_name
         handler = getattr(self, f"_{role}", None)
@@ -184,3 +185,74 @@ class KeywordModel(FunctionModel):
         said = _words(_between(prompt, "Answer to grade:", "\n"))
         share = len(gold & said) / len(gold) if gold else 0.0
         return {"reason": f"{share:.0%} of the gold answer's words", "correct": share >= 0.5}
+
+    # -- conversation memories (knowtree.build.conversation, knowtree.navigate.memory/agent) ----
+    @staticmethod
+    def _message_lines(text: str) -> list[tuple[int, str]]:
+        return [(int(n), body) for n, body in re.findall(r"^\[(\d+)\] (.*)$", text, flags=re.M)]
+
+    def _topic(self, prompt: str, request: Request) -> dict[str, Any]:
+        new = _between(prompt, "New messages:", "Options:")
+        recent = _between(prompt, "Last messages of the current topic:", "New messages:")
+        options = re.findall(r"^(\d+): (.*)$", _between(prompt, "Options:", "Reply with:"), flags=re.M)
+        shared = len(_words(new) & _words(recent))
+        choice = 1 if options and "continue" in options[0][1] and shared >= 3 else len(options)
+        lines = [body for _, body in self._message_lines(new)]
+        words = [w for w in _WORD.findall(new) if w.lower() not in STOPWORDS and len(w) > 3]
+        names = list(dict.fromkeys(re.findall(r"\b[A-Z][a-z]{2,}\b", new)))
+        return {
+            "choice": choice,
+            "name": " ".join(words[2:6]) or "chat",
+            "summary": " ".join(lines[:2])[:300] or "messages",
+            "events": [],
+            "about": names[:6],
+        }
+
+    def _topic_merge(self, prompt: str, request: Request) -> dict[str, Any]:
+        parts = re.findall(r"^Part \d+ — (.*?) \((.*?)\): (.*)$", prompt, flags=re.M)
+        return {
+            "name": parts[0][0] if parts else "conversation",
+            "summary": " ".join(p[2].split(". ")[0] for p in parts)[:450] or "A conversation.",
+            "events": [],
+        }
+
+    def _memory_choose(self, prompt: str, request: Request) -> dict[str, Any]:
+        question = re.search(r"Question: (.*)", prompt)
+        wanted = _words(question.group(1) if question else "")
+        shown = _between(prompt, "in time order:", "Which part")
+        blocks = re.findall(r"^(\d+): (.*?)(?=^\d+: |\Z)", shown, re.M | re.S)
+        scored = [(len(wanted & _words(body)), -int(n), int(n)) for n, body in blocks if n != "0"]
+        best = max(scored)[2] if scored else 1
+        return {"reason": f"part {best} shares the most words", "choice": best}
+
+    def _memory_answer(self, prompt: str, request: Request) -> dict[str, Any]:
+        question = prompt.rsplit("Question:", 1)[-1].split("Rules:")[0]
+        wanted = _words(question)
+        best, score = None, 0
+        for n, body in self._message_lines(_between(prompt, "Messages:", "Question:")):
+            overlap = len(wanted & _words(body))
+            if overlap > score or (overlap == score and overlap and best is not None and n > best[0]):
+                best, score = (n, body), overlap
+        if best is None or not wanted or score / len(wanted) < 0.34:
+            return {"found": False, "answer": "", "messages": [], "superseded": []}
+        return {"found": True, "answer": best[1].split("): ", 1)[-1][:280], "messages": [best[0]], "superseded": []}
+
+    def _memory_agent(self, prompt: str, request: Request) -> dict[str, Any]:
+        question = re.search(r"^Question: (.*)$", prompt, flags=re.M)
+        wanted = _words(question.group(1) if question else "")
+        seen = _between(prompt, "What you have seen so far:", "Step ")
+        lines = self._message_lines(seen)
+        if lines:
+            n, body = max(lines, key=lambda x: (len(wanted & _words(x[1])), x[0]))
+            if wanted and len(wanted & _words(body)) / len(wanted) >= 0.34:
+                return {"tool": "answer", "answer": body.split("): ", 1)[-1][:280], "messages": [n]}
+        read = {(int(a), int(b)) for a, b in re.findall(r"read (\d+)-(\d+)", seen)}
+        viewed = set(re.findall(r"view ([0-9a-f]{6,})", seen))
+        kids = re.findall(r"^- ([0-9a-f]{6,}) \[(\d+)-(\d+)\] (.*)$", seen, flags=re.M)
+        ranked = sorted(kids, key=lambda k: -len(wanted & _words(k[3])))
+        for nid, a, b, _ in ranked:
+            if "messages" in _ and (int(a), int(b)) not in read:
+                return {"tool": "read", "start": int(a), "end": int(b)}
+            if nid not in viewed and "messages" not in _:
+                return {"tool": "view", "node": nid}
+        return {"tool": "answer", "answer": "", "messages": []}

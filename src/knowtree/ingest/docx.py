@@ -1,0 +1,61 @@
+"""DOCX sections from heading paragraphs (styles "Heading N" / "Title"), via python-docx.
+
+The document's text is its paragraphs (and table rows, tab-separated) one per line, so a section's
+line span is its paragraph span.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from knowtree.errors import InputError
+from knowtree.ingest.structure import Section, StructuredDocument, close_sections, make_document
+
+_HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
+
+
+def load_docx(path: str) -> StructuredDocument:
+    try:
+        import docx
+        from docx.opc.exceptions import PackageNotFoundError
+    except ImportError as exc:
+        raise InputError(path, 'reading DOCX files needs python-docx (pip install "knowtree[docs]")') from exc
+    if not os.path.isfile(path):
+        raise InputError(path, "no such file or directory")
+    if os.path.getsize(path) == 0:
+        raise InputError(path, "file is empty")
+    try:
+        d = docx.Document(path)
+    except (PackageNotFoundError, Exception) as exc:
+        raise InputError(path, f"corrupt or unreadable DOCX ({' '.join(str(exc).split())[:160]})") from exc
+    lines: list[str] = []
+    heads: list[tuple[str, int, int]] = []  # (title, level, line index)
+    body = d.element.body
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for child in body.iterchildren():
+        tag = child.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            para = Paragraph(child, d)
+            text = " ".join(para.text.split())
+            style = (para.style.name if para.style is not None else "") or ""
+            m = _HEADING.match(style.strip())
+            level = int(m.group(1)) if m else (1 if style.strip().lower() == "title" else 0)
+            if level and text:
+                heads.append((text, level, len(lines)))
+            lines.append(text)
+        elif tag == "tbl":
+            for row in Table(child, d).rows:
+                lines.append("\t".join(" ".join(c.text.split()) for c in row.cells))
+    text = "\n".join(lines)
+    if not text.strip():
+        raise InputError(path, "DOCX has no text")
+    document = make_document(path, text)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
+    close_sections(sections, len(text))
+    return StructuredDocument(document=document, sections=sections, source="headings")

@@ -1,0 +1,48 @@
+"""HTML sections from <h1>-<h6>, via beautifulsoup4: visible text one block per line."""
+
+from __future__ import annotations
+
+import os
+
+from knowtree.errors import InputError
+from knowtree.ingest.structure import Section, StructuredDocument, close_sections, make_document
+from knowtree.ingest.text import load_documents
+
+_BLOCKS = ("p", "li", "pre", "td", "th", "dt", "dd", "blockquote", "caption", "figcaption")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def load_html(path: str) -> StructuredDocument:
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError as exc:
+        raise InputError(path, 'reading HTML needs beautifulsoup4 (pip install "knowtree[docs]")') from exc
+    if not os.path.isfile(path):
+        raise InputError(path, "no such file or directory")
+    raw = load_documents([path])[0].text  # decoding, binary and empty checks as for text files
+    soup = BeautifulSoup(raw, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template", "head"]):
+        tag.decompose()
+    lines: list[str] = []
+    heads: list[tuple[str, int, int]] = []
+    for el in soup.find_all([*_HEADINGS, *_BLOCKS]):
+        if el.find_parent([*_HEADINGS, *_BLOCKS]) is not None:
+            continue  # nested blocks are part of their outer block's text
+        text = " ".join(el.get_text(" ").split())
+        if not text:
+            continue
+        if el.name in _HEADINGS:
+            heads.append((text, int(el.name[1]), len(lines)))
+        lines.append(text)
+    if not lines:  # no block markup at all: the visible text as it is
+        lines = [ln.strip() for ln in soup.get_text("\n").splitlines() if ln.strip()]
+    text = "\n".join(lines)
+    if not text.strip():
+        raise InputError(path, "HTML has no visible text")
+    document = make_document(path, text)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
+    close_sections(sections, len(text))
+    return StructuredDocument(document=document, sections=sections, source="headings")

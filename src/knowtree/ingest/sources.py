@@ -1,0 +1,104 @@
+"""Route each input file to its loader: PDF, DOCX, HTML by structure; Markdown by headings on request;
+everything else as text (the chunk-based core tree).
+
+`has_structured_input` decides, before anything is read, whether a build takes the structured path:
+a build of only text and Markdown files (without `structure="headings"`) stays the core build.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+
+from knowtree.errors import InputError
+from knowtree.ingest.structure import STRUCTURED_SUFFIXES, StructuredDocument
+from knowtree.ingest.text import SUPPORTED_SUFFIXES, load_documents
+
+ALL_SUFFIXES = SUPPORTED_SUFFIXES + STRUCTURED_SUFFIXES
+_GLOB = frozenset("*?[")
+
+
+def _kind(path: str) -> str:
+    from knowtree.ingest.pdf import is_pdf
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".docx":
+        return "docx"
+    if ext in (".html", ".htm"):
+        return "html"
+    if ext == ".pdf" or (os.path.isfile(path) and is_pdf(path)):
+        return "pdf"
+    return "text"
+
+
+def expand(entries: Sequence[str]) -> list[str]:
+    """Files named by entries (files, directories, globs), text and structured formats, in order."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if os.path.isdir(entry):
+            found = []
+            for dirpath, dirnames, filenames in os.walk(entry):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in sorted(filenames):
+                    if not name.startswith(".") and os.path.splitext(name)[1].lower() in ALL_SUFFIXES:
+                        path = os.path.join(dirpath, name)
+                        found.append(os.path.normpath(path) if os.path.normpath(entry) == "." else path)
+            if not found:
+                raise InputError(entry, "no supported files found (" + ", ".join(ALL_SUFFIXES) + ")")
+            files = sorted(found)
+        elif os.path.exists(entry):
+            if not os.path.isfile(entry):
+                raise InputError(entry, "not a regular file")
+            files = [entry]
+        elif _GLOB.intersection(entry):
+            files = sorted(
+                m
+                for m in glob.glob(entry, recursive=True)
+                if os.path.isfile(m) and os.path.splitext(m)[1].lower() in ALL_SUFFIXES
+            )
+            if not files:
+                raise InputError(entry, "no supported files found (" + ", ".join(ALL_SUFFIXES) + ")")
+        else:
+            raise InputError(entry, "no such file or directory")
+        for f in files:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def has_structured_input(entries: Sequence[str]) -> bool:
+    """True when some entry is (or, for a directory or glob, holds) a PDF, DOCX or HTML file.
+    Missing paths answer False: the core loader then reports them as it always has."""
+    try:
+        return any(_kind(f) != "text" for f in expand(entries))
+    except InputError:
+        return False
+
+
+def load_sources(entries: Sequence[str], *, headings: bool = False) -> list[StructuredDocument]:
+    """Every file as a `StructuredDocument`; the first unreadable one raises `InputError`."""
+    from knowtree.ingest.docx import load_docx
+    from knowtree.ingest.html import load_html
+    from knowtree.ingest.markdown import markdown_sections
+    from knowtree.ingest.pdf import load_pdf
+
+    out: list[StructuredDocument] = []
+    for path in expand(entries):
+        kind = _kind(path)
+        if kind == "pdf":
+            out.append(load_pdf(path))
+        elif kind == "docx":
+            out.append(load_docx(path))
+        elif kind == "html":
+            out.append(load_html(path))
+        else:
+            doc = load_documents([path])[0]
+            if headings and os.path.splitext(path)[1].lower() in (".md", ".markdown"):
+                out.append(markdown_sections(doc))
+            else:
+                out.append(StructuredDocument(document=doc, sections=[], source="chunks"))
+    return out

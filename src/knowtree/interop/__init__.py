@@ -1,0 +1,1 @@
+"""Interoperability with other tree formats (PageIndex JSON)."""

@@ -1,0 +1,113 @@
+"""Store helpers for structured documents: document descriptions and metadata, expert notes,
+and metadata added to a node after the build (lazy summaries). Tables from migration 4."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from knowtree.errors import NotFoundError
+from knowtree.store.sqlite import SQLiteStore, _fts_body
+from knowtree.types import Node, NodeMeta
+
+
+@dataclass
+class DocInfo:
+    path: str
+    node_id: str
+    description: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
+    pages: int | None = None
+    source: str = ""  # where the structure came from: outline, toc, llm, pages, headings, chunks
+
+
+@dataclass
+class ExpertNote:
+    id: int
+    scope: str
+    text: str
+    created: str
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
+    with store._tx() as c:
+        c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+        c.executemany(
+            "INSERT INTO doc_info(tree, path, node_id, description, meta_json, pages, source)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    tree,
+                    i.path,
+                    i.node_id,
+                    i.description,
+                    json.dumps(i.meta, sort_keys=True),
+                    i.pages,
+                    i.source,
+                )
+                for i in infos
+            ],
+        )
+
+
+def doc_infos(store: SQLiteStore, tree: str) -> list[DocInfo]:
+    rows = store._query(
+        "SELECT path, node_id, description, meta_json, pages, source FROM doc_info WHERE tree = ? ORDER BY rowid",
+        (tree,),
+    )
+    return [DocInfo(r[0], r[1], r[2], json.loads(r[3] or "{}"), r[4], r[5]) for r in rows]
+
+
+def delete_doc_infos(store: SQLiteStore, tree: str) -> None:
+    with store._tx() as c:
+        c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+
+
+def update_node_meta(store: SQLiteStore, tree: str, node: Node, meta: NodeMeta) -> None:
+    """Keep metadata computed after the build (a lazy summary) with the node, and in the FTS index."""
+    updated = node.model_copy(update={"meta": meta})
+    with store._tx() as c:
+        c.execute(
+            "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?",
+            (meta.model_dump_json(), tree, node.id),
+        )
+        c.execute("DELETE FROM nodes_fts WHERE tree = ? AND id = ?", (tree, node.id))
+        c.execute(
+            "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)", (tree, node.id, _fts_body(updated))
+        )
+
+
+# -- expert notes ----------------------------------------------------------------------------------
+def add_expert(store: SQLiteStore, scope: str, text: str) -> ExpertNote:
+    text = " ".join(text.split())
+    if not text:
+        from knowtree.errors import UserError
+
+        raise UserError("an expert note needs some text")
+    created = _now()
+    with store._tx() as c:
+        cur = c.execute("INSERT INTO experts(scope, text, created) VALUES (?, ?, ?)", (scope, text, created))
+        note_id = int(cur.lastrowid or 0)
+    return ExpertNote(note_id, scope, text, created)
+
+
+def list_experts(store: SQLiteStore, scope: str | None = None) -> list[ExpertNote]:
+    if scope is None:
+        rows = store._query("SELECT id, scope, text, created FROM experts ORDER BY id")
+    else:
+        rows = store._query(
+            "SELECT id, scope, text, created FROM experts WHERE scope IN (?, '*') ORDER BY id", (scope,)
+        )
+    return [ExpertNote(*r) for r in rows]
+
+
+def remove_expert(store: SQLiteStore, note_id: int) -> None:
+    with store._tx() as c:
+        if not c.execute("SELECT 1 FROM experts WHERE id = ?", (note_id,)).fetchone():
+            raise NotFoundError(f"no expert note with id {note_id} in {store.path}")
+        c.execute("DELETE FROM experts WHERE id = ?", (note_id,))

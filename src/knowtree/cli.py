@@ -76,8 +76,27 @@ def build(
     concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
     as_json: JsonOpt = False,
+    structure: Annotated[
+        str | None,
+        typer.Option(help="auto (PDF/DOCX/HTML by structure) | headings (Markdown by headings too)"),
+    ] = None,
+    summaries: Annotated[
+        str | None,
+        typer.Option(help="structured trees: none (titles only) | lazy | eager | auto [default: auto]"),
+    ] = None,
+    max_pages: Annotated[int | None, typer.Option(help="pages per leaf of a PDF tree [default: 2]")] = None,
+    meta: Annotated[
+        list[str] | None, typer.Option("--meta", help="document metadata KEY=VALUE (repeatable)")
+    ] = None,
+    add: Annotated[bool, typer.Option("--add", help="keep the documents already in the tree")] = False,
+    describe: Annotated[
+        bool | None, typer.Option("--describe/--no-describe", help="describe each document (1 call each)")
+    ] = None,
 ) -> None:
-    """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root."""
+    """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root.
+
+    PDF, DOCX and HTML files (and Markdown with --structure headings) get a tree that follows their
+    own outline, table of contents or headings, with page ranges."""
     from knowtree.cli_progress import BuildProgress
 
     def go() -> None:
@@ -89,9 +108,21 @@ def build(
             chunk_size=chunk_size,
             chunk_overlap=overlap,
             concurrency=concurrency,
+            structure=structure,
+            summaries=summaries,
+            node_max_pages=max_pages,
+            describe=describe,
         )
+        metadata: dict[str, str] = {}
+        for item in meta or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise _err(f"--meta {item!r}: write KEY=VALUE", 2)
+            metadata[key.strip()] = value.strip()
         with kt, BuildProgress(enabled=not quiet) as bar:
-            report = kt.build(paths, tree=tree, progress=bar.update, on_client=bar.attach)
+            report = kt.build(
+                paths, tree=tree, progress=bar.update, on_client=bar.attach, add=add, meta=metadata or None
+            )
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
         else:
@@ -127,7 +158,12 @@ def ask(
         with kt:
             t = kt.tree(tree)
             answer = t.ask(
-                question, max_branch_attempts=max_branch_attempts, leaves_per_branch=leaves_per_branch
+                question,
+                max_branch_attempts=max_branch_attempts,
+                leaves_per_branch=leaves_per_branch,
+                mode=mode,
+                strategy=strategy,
+                budget_tokens=budget,
             )
         if as_json:
             typer.echo(answer.model_dump_json(indent=2))
@@ -191,13 +227,22 @@ def trees(db: DbOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def rm(tree: Annotated[str, typer.Argument(help="tree name")], db: DbOpt = None) -> None:
-    """Delete a tree (the model-call cache is kept)."""
+def rm(
+    tree: Annotated[str, typer.Argument(help="tree name")],
+    db: DbOpt = None,
+    doc: Annotated[
+        str | None, typer.Option("--doc", help="remove only this document (and its nodes) from the tree")
+    ] = None,
+) -> None:
+    """Delete a tree, or one document of it (the model-call cache is kept)."""
 
     def go() -> None:
         with _open(db=db, create=False) as kt:
-            kt.delete(tree)
-        typer.echo(f"deleted tree {tree!r}")
+            if doc:
+                kt.remove_document(tree, doc)
+            else:
+                kt.delete(tree)
+        typer.echo(f"removed {doc!r} from tree {tree!r}" if doc else f"deleted tree {tree!r}")
 
     _run(go)
 

@@ -112,6 +112,8 @@ class KnowTree:
         tree: str = "default",
         progress: Progress | None = None,
         on_client: Callable[[LLMClient], None] | None = None,
+        add: bool = False,
+        meta: dict[str, str] | None = None,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
@@ -122,7 +124,55 @@ class KnowTree:
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
             raise InputError("(no input)", "give at least one file, directory or glob")
+        from knowtree.ingest.sources import has_structured_input
+
+        headings = self.settings.structure == "headings"
+        if headings or add or meta or has_structured_input(paths):  # PDF, DOCX, HTML: by their structure
+            from knowtree.ingest.sources import load_sources
+
+            sources = load_sources(paths, headings=headings)  # every file checked before anything is stored
+            return self.build_sources(
+                sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client
+            )
         return self.build_documents(load_documents(paths), tree=tree, progress=progress, on_client=on_client)
+
+    def build_sources(
+        self,
+        sources: Sequence[Any],
+        *,
+        tree: str = "default",
+        add: bool = False,
+        meta: dict[str, str] | None = None,
+        progress: Progress | None = None,
+        on_client: Callable[[LLMClient], None] | None = None,
+    ) -> BuildReport:
+        """Build a tree that follows the documents' own structure (`ingest.structure.StructuredDocument`s);
+        `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata."""
+        from knowtree.build.documents import build_sources
+
+        if meta:
+            for sd in sources:
+                sd.meta = {**sd.meta, **meta}
+        return build_sources(self, sources, tree=tree, add=add, progress=progress, on_client=on_client)
+
+    def remove_document(self, tree: str, path: str) -> None:
+        """Remove one document and its nodes from a tree (`knowtree rm TREE --doc PATH`)."""
+        from knowtree.build.documents import remove_document
+        from knowtree.store.docinfo import doc_infos
+
+        if doc_infos(self.store, tree):
+            remove_document(self, tree, path)
+            return
+        # a chunk-based tree: rebuilt from the other stored documents (unchanged calls are cached)
+        docs = self.store.documents(tree)
+        rest = [d for d in docs if d.path != path and not d.path.endswith(f"/{path}")]
+        if len(rest) == len(docs):
+            known = ", ".join(d.path for d in docs) or "none"
+            raise NotFoundError(f"no document {path!r} in tree {tree!r} (documents: {known})")
+        if not rest:
+            self.delete(tree)
+            return
+        self.build_documents(rest, tree=tree)
 
     def build_documents(
         self,
@@ -186,6 +236,9 @@ class KnowTree:
 
     def delete(self, name: str) -> None:
         self.store.delete_tree(name)
+        from knowtree.store.docinfo import delete_doc_infos
+
+        delete_doc_infos(self.store, name)
 
 
 class Tree:

@@ -129,6 +129,19 @@ def format_meta(meta: NodeMeta, indent: str = "  ") -> str:
     def join(items: Sequence[str]) -> str:
         return "; ".join(items) if items else "none"
 
+    if meta.title:  # a section of a structured document: its title, then only the fields it has
+        rows = [f"{indent}Title: {meta.title}"]
+        for label, value in (
+            ("Summary", meta.summary),
+            ("About", ", ".join(meta.about)),
+            ("Content types", "; ".join(meta.content_types)),
+            ("Decisions", "; ".join(meta.decisions)),
+            ("Critical actions", "; ".join(meta.critical_actions)),
+            ("Noteworthy events", "; ".join(meta.noteworthy_events)),
+        ):
+            if value:
+                rows.append(f"{indent}{label}: {value}")
+        return "\n".join(rows)
     return "\n".join(
         [
             f"{indent}Summary: {meta.summary or 'none'}",

@@ -1,0 +1,274 @@
+"""Conversation memory: `mem = kt.memory("chat")`, `mem.add(messages)`, `mem.ask(q)`, `mem.context(q, budget)`.
+
+A memory is a tree of kind "conversation" in the same database as document trees: its leaves are the
+messages, verbatim (also kept row by row in the `messages` table), under dated sessions and topics
+(see `knowtree.build.conversation`). Questions are answered by the tree walk of
+`knowtree.navigate.memory` (default), or by the tool-using agent of `knowtree.navigate.agent`; `stream`
+yields navigation events as they happen, then the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from knowtree.build.conversation import AddReport, Progress, StepResult, TopicTree
+from knowtree.errors import InputError, NotFoundError, UserError
+from knowtree.ingest.chat import ChatMessage, _message, load_chat
+from knowtree.navigate.memory import HybridScorer, MemoryNavigator, MemoryOptions
+from knowtree.types import Answer, NavStep, Node
+
+if TYPE_CHECKING:
+    from knowtree.pipeline import KnowTree
+
+KIND = "conversation"
+Mode = Literal["tree", "agent"]
+
+
+def parse_messages(records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages") -> list[ChatMessage]:
+    """OpenAI-style message dicts (role, content, optional name/timestamp/session/id) → `ChatMessage`s,
+    all validated first: a bad record raises `InputError` naming it."""
+    if isinstance(records, dict):
+        records = [records]
+    return [r if isinstance(r, ChatMessage) else _message(r, source, f"message {i}") for i, r in enumerate(records)]
+
+
+class Memory:
+    def __init__(self, kt: KnowTree, name: str) -> None:
+        self.kt = kt
+        self.name = name
+        self.embedder: Any = "static"  # "static", "hash" (tests), None (BM25 only) or an Embedder
+        self.last_retrieval: Any = None
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def exists(self) -> bool:
+        return self.kt.store.tree_exists(self.name)
+
+    def _check_kind(self) -> None:
+        info = self.kt.store.tree_info(self.name)
+        if info.kind != KIND:
+            raise UserError(f"{self.name!r} is a {info.kind} tree, not a conversation memory")
+
+    def _load(self) -> TopicTree:
+        s = self.kt.settings
+        if not self.exists:
+            return TopicTree(self.name, {}, None, {}, max_children=s.max_children)
+        self._check_kind()
+        settings = self.kt.store.tree_settings(self.name)
+        return TopicTree(
+            self.name,
+            self.kt.store.load_nodes(self.name),
+            self.kt.store.root_id(self.name),
+            dict(settings.get("memory_state") or {}),  # type: ignore[arg-type]
+            max_children=int(settings.get("max_children") or s.max_children),  # type: ignore[arg-type]
+        )
+
+    def messages(self, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
+        """Stored messages with positions start..end (1-based, inclusive), verbatim."""
+        if not self.exists:
+            raise NotFoundError(self.kt.store._missing(self.name))
+        return self.kt.store.load_messages(self.name, start, None if end is None else end + 1)
+
+    # -- adding --------------------------------------------------------------------------------
+    def add(
+        self,
+        messages: Sequence[ChatMessage | dict[str, Any]],
+        *,
+        batch_size: int | None = None,
+        progress: Progress | None = None,
+        on_client: Callable[[Any], None] | None = None,
+        skipped: int = 0,
+    ) -> AddReport:
+        """Add messages (one exchange or many) to the memory; returns what it cost."""
+        started = time.monotonic()
+        msgs = parse_messages(messages)
+        tree = self._load()
+        model = self.kt.model
+        run_id = self.kt.store.start_run("add", self.name, detail=f"{len(msgs)} message(s)")
+        client = self.kt.client(run_id)
+        if on_client:
+            on_client(client)
+        settings = {"max_children": tree.max_children, "batch_size": batch_size}
+
+        def save(step: StepResult) -> None:
+            assert tree.root_id is not None
+            self.kt.store.save_memory_step(
+                self.name,
+                root_id=tree.root_id,
+                nodes=list(step.changed.values()),
+                parents={nid: tree.parent[nid] for nid in step.changed if nid in tree.parent},
+                removed=sorted(step.removed),
+                messages=step.messages,
+                model=model.id,
+                settings={**settings, "memory_state": tree.state()},
+                kind=KIND,
+            )
+
+        batches = 0
+        try:
+            if msgs:
+                batches = tree.add(msgs, client, batch_size=batch_size, on_step=save, progress=progress)
+        except BaseException:
+            self.kt.store.finish_run(run_id, "failed")
+            raise
+        self.kt.store.finish_run(run_id, "ok")
+        return AddReport(
+            memory=self.name,
+            added=len(msgs),
+            skipped=skipped,
+            messages=tree.count,
+            nodes=len(tree.nodes),
+            depth=tree.depth(),
+            batches=batches,
+            usage=client.usage.model_copy(),
+            seconds=time.monotonic() - started,
+            fallbacks=tree.fallbacks,
+        )
+
+    def add_file(
+        self,
+        path: str | Path,
+        *,
+        fmt: str = "auto",
+        conversation: str | None = None,
+        batch_size: int | None = None,
+        progress: Progress | None = None,
+        on_client: Callable[[Any], None] | None = None,
+    ) -> AddReport:
+        """Import a chat file. Messages already stored as the file's beginning are skipped, so running
+        the same import again resumes an interrupted one instead of adding duplicates."""
+        msgs = load_chat(path, fmt=fmt, conversation=conversation)
+        skip = 0
+        if self.exists:
+            self._check_kind()
+            stored = self.kt.store.load_messages(self.name)
+            if stored and len(stored) <= len(msgs) and all(
+                _same(row, m) for row, m in zip(stored, msgs, strict=False)
+            ):
+                skip = len(stored)
+        if skip == len(msgs):
+            raise InputError(str(path), f"all {len(msgs)} messages are already in memory {self.name!r}")
+        return self.add(msgs[skip:], batch_size=batch_size, progress=progress, on_client=on_client, skipped=skip)
+
+    # -- reading -------------------------------------------------------------------------------
+    def _navigator(self, on_step: Callable[[NavStep], None] | None, options: MemoryOptions) -> MemoryNavigator:
+        if not self.exists:
+            raise NotFoundError(self.kt.store._missing(self.name))
+        self._check_kind()
+        nodes = self.kt.store.load_nodes(self.name)
+        root = self.kt.store.root_id(self.name)
+        rows = {int(r["position"]): r for r in self.kt.store.load_messages(self.name)}  # type: ignore[call-overload]
+        embedder = self.embedder
+        if isinstance(embedder, str):
+            from knowtree.errors import ConfigError
+            from knowtree.retrieve.embed import get_embedder
+
+            try:
+                embedder = get_embedder(embedder)
+            except ConfigError:
+                embedder = None
+        scorer = HybridScorer(nodes, lambda q, k: self.kt.store.search_nodes(self.name, q, k), embedder)
+        return MemoryNavigator(
+            self.name, nodes, root, None, options=options, scorer=scorer, messages=rows, on_step=on_step
+        )
+
+    def ask(
+        self,
+        question: str,
+        *,
+        mode: Mode = "tree",
+        budget_tokens: int | None = None,
+        max_steps: int = 8,
+        on_step: Callable[[NavStep], None] | None = None,
+    ) -> Answer:
+        """Answer from the memory with message-level citations (`mode="agent"`: the tool-using agent)."""
+        options = MemoryOptions(budget_tokens=budget_tokens or MemoryOptions.budget_tokens)
+        nav = self._navigator(on_step, options)
+        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
+        run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
+        nav.client = self.kt.client(run_id)
+        try:
+            if mode == "agent":
+                from knowtree.navigate.agent import MemoryAgent
+
+                answer = MemoryAgent(nav, max_steps=max_steps).ask(question)
+            else:
+                answer = nav.ask(question)
+        except BaseException:
+            self.kt.store.finish_run(run_id, "failed")
+            raise
+        self.kt.store.finish_run(run_id, answer.status)
+        return answer
+
+    def context(self, question: str, budget_tokens: int = 1000, *, use_model: bool = True) -> list[dict[str, Any]]:
+        """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
+        tree selects for `question`, within `budget_tokens`, in time order: for an application's own
+        prompt. `use_model=False` uses hybrid search alone (no model call)."""
+        nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
+        if use_model:
+            run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
+            nav.client = self.kt.client(run_id)
+            r = nav.retrieve(question, budget_tokens)
+            self.kt.store.finish_run(run_id, "ok")
+        else:
+            from knowtree.navigate.memory import Retrieval
+
+            r = Retrieval()
+            nav._fill(r, nav.scorer.scores(question), budget_tokens)
+        self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
+        return [
+            {**nav.rows.get(p, {}), "position": p, "via": r.origin.get(leaf, "tree")}
+            for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1])
+        ]
+
+    async def stream(
+        self, question: str, *, mode: Mode = "tree", budget_tokens: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield {"event": "step", "step": NavStep} as navigation happens, then the answer's text as
+        {"event": "token", "text": ...} pieces, then {"event": "answer", "answer": Answer}."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def on_step(step: NavStep) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, ("step", step))
+
+        def run() -> None:
+            try:
+                answer = self.ask(question, mode=mode, budget_tokens=budget_tokens, on_step=on_step)
+                loop.call_soon_threadsafe(queue.put_nowait, ("done", answer))
+            except BaseException as exc:  # re-raised in the consumer
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+
+        worker = loop.run_in_executor(None, run)
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "step":
+                    yield {"event": "step", "step": value}
+                elif kind == "error":
+                    raise value
+                else:
+                    answer: Answer = value
+                    for piece in _pieces(answer.answer or ""):
+                        yield {"event": "token", "text": piece}
+                    yield {"event": "answer", "answer": answer}
+                    break
+        finally:
+            await worker
+
+
+def _pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words) if w or i < len(words) - 1]
+
+
+def _same(row: dict[str, object], m: ChatMessage) -> bool:
+    return row["role"] == m.role and row["content"] == m.content and (row["name"] or None) == m.name
+
+
+def leaves_in_order(nodes: dict[str, Node]) -> list[Node]:
+    return sorted((n for n in nodes.values() if n.is_leaf), key=lambda n: n.spans[0].line_start)

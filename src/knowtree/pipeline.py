@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowtree.build.builder import Progress, build_tree
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY
@@ -24,6 +24,9 @@ from knowtree.llm.client import ClientOptions, LLMClient
 from knowtree.navigate.walk import EventSink, Walker, WalkOptions
 from knowtree.store import SQLiteStore
 from knowtree.types import Answer, Document, Node, TreeInfo, Usage
+
+if TYPE_CHECKING:
+    from knowtree.memory import Memory
 
 
 @dataclass
@@ -234,6 +237,12 @@ class KnowTree:
     def tree(self, name: str) -> Tree:
         return Tree(self, name)
 
+    def memory(self, name: str) -> Memory:
+        """A conversation memory (created on its first `add`): `kt.memory("chat").add(messages)`."""
+        from knowtree.memory import Memory
+
+        return Memory(self, name)
+
     def delete(self, name: str) -> None:
         self.store.delete_tree(name)
         from knowtree.store.docinfo import delete_doc_infos
@@ -276,6 +285,8 @@ class Tree:
         max_branch_attempts: int | None = None,
         leaves_per_branch: int | None = None,
     ) -> Answer:
+        if self.info.kind == "conversation":  # a memory: answered by its own navigator
+            return self.kt.memory(self.name).ask(question, on_step=on_step)
         s = self.kt.settings
         options = WalkOptions(
             max_branch_attempts=max_branch_attempts or s.max_branch_attempts,

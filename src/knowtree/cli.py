@@ -149,12 +149,24 @@ def ask(
     leaves_per_branch: Annotated[
         int | None, typer.Option(help="leaves to read per branch [default: 2]")
     ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="print navigation events as they happen, then the answer")
+    ] = False,
+    agent: Annotated[
+        bool, typer.Option("--agent", help="conversation memories: answer with the tool-using agent")
+    ] = False,
 ) -> None:
     """Answer a question by navigating the tree; prints the answer, its status and citations."""
     from knowtree.cli_render import render_answer
 
     def go() -> None:
         kt = _open(db=db, model=model, base_url=base_url, threads=threads, create=False)
+        if stream or agent:
+            from knowtree.cli_chat import ask_streaming
+
+            with kt:
+                ask_streaming(kt, tree, question, as_json=as_json, trace=trace, agent=agent, stream=stream)
+            return
         with kt:
             t = kt.tree(tree)
             answer = t.ask(
@@ -319,6 +331,10 @@ def models() -> None:
 from knowtree.cli_eval import eval_command  # noqa: E402 - registered after the other commands
 
 app.command("eval")(eval_command)
+
+from knowtree.cli_chat import chat_app  # noqa: E402 - registered after the other commands
+
+app.add_typer(chat_app, name="chat")
 
 
 def main() -> None:

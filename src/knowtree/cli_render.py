@@ -69,9 +69,21 @@ def _meta_lines(meta: NodeMeta, indent: str) -> list[str]:
     return out
 
 
+def _when(times: list[str]) -> str:
+    from knowtree.build.conversation import human_range, human_time
+
+    return human_time(times[0]) if times[0] == times[-1] else human_range(times)
+
+
 def render_node(node: Node, *, full: bool = False, indent: str = "") -> str:
     where = ", ".join(f"{s.file}:{s.line_start}-{s.line_end}" for s in node.spans)
     head = f"{indent}[{node.kind.value}] {node.id}  level {node.level}  {where}"
+    if node.meta.time_range:  # conversation memories: when, and the message verbatim for a leaf
+        head += f"  [{_when(node.meta.time_range)}]"
+        if node.is_leaf:
+            return f"{head}\n{indent}    {node.text if full else textwrap.shorten(node.text, 400)}"
+    if node.meta.title:
+        head += f"  {node.meta.title!r}"
     if not node.is_leaf:
         head += f"  ({len(node.children)} children)"
     lines = [head, *_meta_lines(node.meta, indent + "    ")]

@@ -1,0 +1,233 @@
+"""Every evaluation method end to end on a tiny generated dataset (scripted model), resume, and the
+arithmetic of the new metrics on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from knowtree.eval import datasets as ds
+from knowtree.eval import methods as em
+from knowtree.eval.judge import judge_answer
+from knowtree.eval.llm_methods import FullTextMethod, passage_ranges
+from knowtree.eval.raptor import kmeans
+from knowtree.eval.runner import run_eval
+from knowtree.eval.runtime import Runtime
+from knowtree.llm.base import Request
+from knowtree.llm.client import LLMClient, MemoryCallStore
+from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.retrieve import HashEmbedder, Passage, VectorIndex
+
+ALL = "bm25,embedding,walk,flat,memwalker,fulltext,raptor"
+
+TOPICS = {
+    "harbor": ("harbor", "The harbor master Ingrid Solberg approved the new breakwater in March 2021."),
+    "orchard": ("orchard", "The orchard cooperative chose the Jonagold apple variety for the northern slope."),
+    "observatory": ("observatory", "The observatory telescope mirror was recoated with aluminium by Tomas Varga."),
+}
+
+
+def _document(topic: str, fact: str) -> str:
+    filler = [
+        f"This report about the {topic} describes routine work done during the season number {i}. "
+        f"Crews inspected equipment, wrote logs, and met weekly to review progress on the {topic}."
+        for i in range(1, 21)
+    ]
+    filler.insert(6, fact)
+    return "\n\n".join(filler)
+
+
+def write_dataset(tmp: Path) -> Path:
+    documents = [{"id": name, "text": _document(topic, fact)} for name, (topic, fact) in TOPICS.items()]
+    lines = [
+        {
+            "id": "q1",
+            "corpus": "town",
+            "documents": documents,
+            "question": "Who approved the new breakwater at the harbor?",
+            "answer": "Ingrid Solberg",
+            "evidence": ["harbor"],
+        },
+        {
+            "id": "q2",
+            "corpus": "town",
+            "question": "Which apple variety did the orchard cooperative choose?",
+            "answer": "Jonagold",
+            "evidence": ["orchard"],
+        },
+        {
+            "id": "q3",
+            "corpus": "town",
+            "question": "What was the observatory telescope mirror recoated with?",
+            "options": ["silver", "aluminium", "gold", "copper"],
+            "gold": "B",
+            "evidence": ["observatory"],
+        },
+    ]
+    path = tmp / "tiny.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+class Counting(FunctionModel):
+    """The keyword model, counting the requests that reach it (cache hits never do)."""
+
+    def __init__(self) -> None:
+        self.keyword = KeywordModel()
+        self.seen: list[Request] = []
+        super().__init__(self._reply, id="keyword")
+
+    def _reply(self, request: Request):
+        self.seen.append(request)
+        return self.keyword.reply(request)
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "results.jsonl").read_text(encoding="utf-8").splitlines() if x]
+
+
+def test_every_method_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path)
+    out = tmp_path / "out"
+    summary = run_eval(
+        "jsonl", data, ALL, out, model_object=KeywordModel(), judge_object=KeywordModel(),
+        embedder="hash", progress=False,
+    )  # fmt: skip
+    records = _records(out)
+    assert len(records) == 3 * 7 and not [r for r in records if r["error"]]
+    by = {(r["method"], r["case_id"]): r for r in records}
+    for method in ALL.split(","):
+        for q in ("q1", "q2", "q3"):
+            r = by[(method, q)]
+            # every method answered, read something, and accounted for its model requests
+            assert r["prediction"], (method, q)
+            assert r["tokens_read"] > 0 and r["llm_calls"] >= 1 and r["trace_id"], (method, q)
+            assert r["metrics"]["hit_rate"] in (0.0, 1.0)
+        # the free-form questions were judged, the multiple-choice one scored by its letter
+        assert by[(method, "q1")]["metrics"]["judged"] in (0.0, 1.0)
+        assert "correct" in by[(method, "q3")]["metrics"] and "judged" not in by[(method, "q3")]["metrics"]
+    # the walk finds the verified sentence and cites the harbor passage it read
+    walk = by[("walk", "q1")]
+    assert "Ingrid Solberg" in walk["prediction"] and walk["status"] == "complete"
+    assert walk["metrics"]["hit_rate"] == 1.0 and walk["metrics"]["judged"] == 1.0
+    assert by[("bm25", "q2")]["metrics"]["hit_rate"] == 1.0 and by[("bm25", "q2")]["llm_calls"] == 1
+    # the whole corpus fits the default window: nothing cut, every passage read
+    assert by[("fulltext", "q1")]["metrics"]["cut"] == 0.0
+    # builds are reported apart from the questions' calls
+    stats = summary["methods"]
+    assert stats["walk"]["setup_calls"]["calls"] >= 4 and stats["raptor"]["setup_calls"]["calls"] >= 1
+    assert stats["bm25"]["setup_calls"] == {}
+    md = (out / "summary.md").read_text(encoding="utf-8")
+    for method in ALL.split(","):
+        assert f"| {method} | 3 |" in md
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert run["sessions"][-1]["model_id"] == "keyword" and run["resume_key"]["judge"] is None
+    pytest.importorskip("matplotlib")
+    for png in ("accuracy_vs_tokens.png", "hit_rate_vs_budget.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({png})" in md
+
+
+def test_resumed_run_reasks_no_finished_question(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path)
+    out = tmp_path / "out"
+    first = Counting()
+    run_eval("jsonl", data, ALL, out, limit=1, model_object=first, embedder="hash", progress=False)
+    assert first.seen and len(_records(out)) == 7
+    second = Counting()
+    run_eval("jsonl", data, ALL, out, model_object=second, embedder="hash", progress=False)
+    assert len(_records(out)) == 21
+    # the finished question was not asked again (and the builds came back from the cache)
+    asked = [m.content for r in second.seen for m in r.messages]
+    assert asked and not any("Who approved the new breakwater" in text for text in asked)
+    assert not [r for r in second.seen if r.schema_name in ("leaf_meta", "branch_meta", "raptor_summary")]
+    third = Counting()
+    run_eval("jsonl", data, ALL, out, model_object=third, embedder="hash", progress=False)
+    assert third.seen == [] and len(_records(out)) == 21  # everything finished: not one request
+
+
+def test_named_subsets(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path)
+    summary = run_eval("jsonl", data, "bm25", tmp_path / "o", per_corpus=2, progress=False)
+    assert summary["questions"] == 2
+    summary = run_eval("jsonl", data, "bm25", tmp_path / "p", corpora=0, progress=False)
+    assert summary["questions"] == 0
+
+
+# -- arithmetic on hand-computed cases -------------------------------------------------------------
+
+
+def _corpus(sizes: dict[str, int]) -> ds.Corpus:
+    corpus = ds.Corpus("c")
+    for pid, chars in sizes.items():
+        corpus.add(Passage(pid, "x" * chars, doc="d"))
+    return corpus
+
+
+def test_hit_rate_within_budgets_by_hand() -> None:
+    # p1 is 300 tokens (1200 chars / 4) and not gold, p2 is 100 tokens and gold
+    corpus = _corpus({"p1": 1200, "p2": 400})
+    ctx = em.CorpusContext(corpus)
+    case = ds.Case(id="q", question="?", corpus="c", evidence=["p2"])
+    out = em.retrieval_metrics(case, ctx, ["p1", "p2"], k=1, budget=350)
+    # budget 256: p1 does not fit, reading stops there (0 passages); 512: both fit (400 tokens)
+    assert out["hit_b256"] == 0.0 and out["hit_b512"] == 1.0 and out["hit_b4096"] == 1.0
+    assert out["hit_rate"] == 0.0 and out["recall_budget"] == 0.0  # top 1 = p1; 350 tokens: p1 only
+    read = em.read_metrics(ds.Case(id="q", question="?", corpus="c", evidence=["p2", "p3"]), ctx, ["p1", "p2"])
+    assert read == {"hit_rate": 1.0, "recall": 0.5}
+
+
+def test_fulltext_cut_by_hand(tmp_path: Path) -> None:
+    from knowtree.pipeline import KnowTree
+
+    corpus = _corpus({f"p{i}": 1000 for i in range(4)})  # 4 × 250 tokens
+    runtime = Runtime(db=str(tmp_path / "kt.db"))
+    runtime._kt = KnowTree(tmp_path / "kt.db", model=KeywordModel(), n_ctx=3000)
+    ctx = em.CorpusContext(corpus, runtime=runtime)
+    case = ds.Case(id="q", question="q?", corpus="c", answer="x", evidence=["p3"])
+    # window 3000 tokens, no reserve, 1 char per token: 3000 chars; each passage takes 1000 + 2 (separator)
+    record = FullTextMethod(reserve_tokens=0, chars_per_token=1.0).run(case, ctx)
+    runtime.close()
+    assert record.retrieved == ["p0", "p1"] and record.tokens_read == 500
+    assert record.metrics["cut"] == 0.5 and record.metrics["hit_rate"] == 0.0
+
+
+def test_passage_ranges_match_the_joined_document() -> None:
+    corpus = ds.Corpus("c")
+    for pid, text in (("a", "alpha"), ("b", "beta!"), ("c", "gamma")):
+        corpus.add(Passage(pid, text, doc="d"))
+    joined = corpus.document_text("d", "\n\n")
+    assert [joined[s:e] for _, s, e in passage_ranges(corpus)["d"]] == ["alpha", "beta!", "gamma"]
+
+
+def test_kmeans_is_deterministic_and_separates_clear_groups() -> None:
+    import numpy as np
+
+    vectors = np.array([[1, 0], [0.99, 0.1], [0, 1], [0.1, 0.99], [0.98, 0.05]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    labels = kmeans(vectors, 2, seed=3)
+    assert labels == kmeans(vectors, 2, seed=3)
+    assert labels[0] == labels[1] == labels[4] != labels[2] == labels[3]
+
+
+def test_vector_index_persists_and_filters(tmp_path: Path) -> None:
+    passages = [Passage("a", "red apples grow here", doc="x"), Passage("b", "green pears ripen", doc="y")]
+    with VectorIndex(tmp_path / "v.db", name="fruit", embedder=HashEmbedder(64)) as idx:
+        assert idx.ensure(passages) is True
+        assert idx.search("apples", 1)[0][0] == "a"
+    with VectorIndex(tmp_path / "v.db", name="fruit", embedder=HashEmbedder(64)) as idx:
+        assert idx.ensure(passages) is False  # unchanged corpus: not embedded again
+        assert [p for p, _ in idx.search("apples", 5, docs=["y"])] == ["b"]
+        assert idx.search("apples", 0) == []
+
+
+def test_judge_needs_no_call_for_no_answer() -> None:
+    model = Counting()
+    client = LLMClient(model, MemoryCallStore())
+    assert judge_answer(client, "Who?", "Ingrid", None).correct is False
+    assert judge_answer(client, "Who?", "Ingrid", "unknown").correct is False
+    assert model.seen == []
+    assert judge_answer(client, "Who?", "Ingrid Solberg", "It was Ingrid Solberg.").correct is True
+    assert len(model.seen) == 1 and model.seen[0].schema_name == "judge"

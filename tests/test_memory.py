@@ -433,3 +433,29 @@ def test_cli_chat_add_show_ask_and_stream(tmp_path: Path) -> None:
         app, ["chat", "add", "conv", str(tmp_path / "missing.jsonl"), "--db", db, "--model", "keyword"]
     )
     assert r.exit_code == 1 and "missing.jsonl" in r.output
+
+
+def test_multi_resolution_stops_at_summaries_and_still_cites_a_message(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        _chat(kt)
+    asked: list[str] = []
+
+    def model(request: Request) -> Any:
+        asked.append(request.schema_name)
+        prompt = request.messages[-1].content
+        if request.schema_name == "memory_choose":
+            assert "0: the summaries above already answer the question" in prompt
+            return {"reason": "the summaries say it", "choice": 0}
+        if request.schema_name == "memory_answer":
+            assert "These are topic summaries" in prompt
+            shown = prompt.split("Messages:\n", 1)[1].split("\n\nQuestion:", 1)[0].splitlines()
+            number = int(shown[-1][1:].split("]", 1)[0])  # the latest part, where Lisbon is
+            return {"found": True, "answer": "Lisbon", "messages": [number], "superseded": []}
+        raise AssertionError(request.schema_name)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        answer = _mem(kt).ask("Where did Beth move for her job?")
+    assert asked == ["memory_choose", "memory_answer"]  # no messages were read
+    assert answer.status == "complete" and answer.parts[0]["resolution"] == "topic summaries"
+    c = answer.citations[0]
+    assert c.line_start == c.line_end == 61 and c.speaker == "Ann"  # narrowed to the message

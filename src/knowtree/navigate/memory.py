@@ -27,6 +27,7 @@ from knowtree.build.conversation import clip, human_range, human_time, message_l
 from knowtree.errors import ConfigError, ModelOutputError
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
+from knowtree.navigate.evidence import lexical_score
 from knowtree.prompts import render
 from knowtree.retrieve.bm25 import query_terms
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
@@ -535,6 +536,19 @@ class MemoryNavigator:
             message_id=row.get("source_id"),
         )
 
+    def _best_message(self, node_id: str, text: str) -> str | None:
+        best, score = None, 0.0
+        stack = [node_id]
+        while stack:
+            node = self.nodes[stack.pop()]
+            if node.is_leaf:
+                s = lexical_score(text, node.text)
+                if s > score or (s == score and best is not None and self._pos(node.id) < self._pos(best)):
+                    best, score = node.id, s
+            else:
+                stack.extend(node.children)
+        return best if score > 0 else None
+
     def _answer_from_summaries(self, question: str, node_id: str, total: Retrieval) -> Answer | None:
         node = self.nodes[node_id]
         kids = [self.nodes[c] for c in node.children]
@@ -572,17 +586,23 @@ class MemoryNavigator:
         self._step(total, step, result.usage, started)
         if not (reply.found and used and reply.answer.strip()):
             return None
-        citations = [
-            Citation(
-                file=self.name,
-                line_start=k.spans[0].line_start,
-                line_end=k.spans[0].line_end,
-                node_id=k.id,
-                quote=clip(k.meta.summary, 300),
-                timestamp=k.meta.time_range[0] if k.meta.time_range else None,
-            )
-            for k in used
-        ]
+        citations = []
+        for k in used:
+            # down to the message: the one of this topic that best matches the answer (no model call)
+            leaf = self._best_message(k.id, f"{reply.answer} {question}")
+            if leaf is not None:
+                citations.append(self._citation(leaf))
+            else:
+                citations.append(
+                    Citation(
+                        file=self.name,
+                        line_start=k.spans[0].line_start,
+                        line_end=k.spans[0].line_end,
+                        node_id=k.id,
+                        quote=clip(k.meta.summary, 300),
+                        timestamp=k.meta.time_range[0] if k.meta.time_range else None,
+                    )
+                )
         return Answer(
             question=question,
             answer=reply.answer.strip(),

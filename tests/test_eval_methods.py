@@ -20,12 +20,18 @@ from knowtree.llm.client import LLMClient, MemoryCallStore
 from knowtree.llm.testing import FunctionModel, KeywordModel
 from knowtree.retrieve import HashEmbedder, Passage, VectorIndex
 
-ALL = "bm25,embedding,walk,flat,memwalker,fulltext,raptor"
+ALL = "bm25,embedding,hybrid,walk,flat,memwalker,fulltext,raptor"
 
 TOPICS = {
     "harbor": ("harbor", "The harbor master Ingrid Solberg approved the new breakwater in March 2021."),
-    "orchard": ("orchard", "The orchard cooperative chose the Jonagold apple variety for the northern slope."),
-    "observatory": ("observatory", "The observatory telescope mirror was recoated with aluminium by Tomas Varga."),
+    "orchard": (
+        "orchard",
+        "The orchard cooperative chose the Jonagold apple variety for the northern slope.",
+    ),
+    "observatory": (
+        "observatory",
+        "The observatory telescope mirror was recoated with aluminium by Tomas Varga.",
+    ),
 }
 
 
@@ -96,7 +102,7 @@ def test_every_method_end_to_end_with_the_scripted_model(tmp_path: Path) -> None
         embedder="hash", progress=False,
     )  # fmt: skip
     records = _records(out)
-    assert len(records) == 3 * 7 and not [r for r in records if r["error"]]
+    assert len(records) == 3 * 8 and not [r for r in records if r["error"]]
     by = {(r["method"], r["case_id"]): r for r in records}
     for method in ALL.split(","):
         for q in ("q1", "q2", "q3"):
@@ -135,17 +141,17 @@ def test_resumed_run_reasks_no_finished_question(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first = Counting()
     run_eval("jsonl", data, ALL, out, limit=1, model_object=first, embedder="hash", progress=False)
-    assert first.seen and len(_records(out)) == 7
+    assert first.seen and len(_records(out)) == 8
     second = Counting()
     run_eval("jsonl", data, ALL, out, model_object=second, embedder="hash", progress=False)
-    assert len(_records(out)) == 21
+    assert len(_records(out)) == 24
     # the finished question was not asked again (and the builds came back from the cache)
     asked = [m.content for r in second.seen for m in r.messages]
     assert asked and not any("Who approved the new breakwater" in text for text in asked)
     assert not [r for r in second.seen if r.schema_name in ("leaf_meta", "branch_meta", "raptor_summary")]
     third = Counting()
     run_eval("jsonl", data, ALL, out, model_object=third, embedder="hash", progress=False)
-    assert third.seen == [] and len(_records(out)) == 21  # everything finished: not one request
+    assert third.seen == [] and len(_records(out)) == 24  # everything finished: not one request
 
 
 def test_named_subsets(tmp_path: Path) -> None:
@@ -175,7 +181,9 @@ def test_hit_rate_within_budgets_by_hand() -> None:
     # budget 256: p1 does not fit, reading stops there (0 passages); 512: both fit (400 tokens)
     assert out["hit_b256"] == 0.0 and out["hit_b512"] == 1.0 and out["hit_b4096"] == 1.0
     assert out["hit_rate"] == 0.0 and out["recall_budget"] == 0.0  # top 1 = p1; 350 tokens: p1 only
-    read = em.read_metrics(ds.Case(id="q", question="?", corpus="c", evidence=["p2", "p3"]), ctx, ["p1", "p2"])
+    read = em.read_metrics(
+        ds.Case(id="q", question="?", corpus="c", evidence=["p2", "p3"]), ctx, ["p1", "p2"]
+    )
     assert read == {"hit_rate": 1.0, "recall": 0.5}
 
 
@@ -231,3 +239,11 @@ def test_judge_needs_no_call_for_no_answer() -> None:
     assert model.seen == []
     assert judge_answer(client, "Who?", "Ingrid Solberg", "It was Ingrid Solberg.").correct is True
     assert len(model.seen) == 1 and model.seen[0].schema_name == "judge"
+
+
+def test_reciprocal_rank_fusion_by_hand() -> None:
+    from knowtree.retrieve import reciprocal_rank_fusion
+
+    fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]], c=60)
+    assert [pid for pid, _ in fused] == ["b", "a", "c"]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61) and fused[2][1] == pytest.approx(1 / 62)

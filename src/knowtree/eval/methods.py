@@ -263,6 +263,18 @@ class EmbeddingMethod(BM25Method):
         return ctx.vectors()
 
 
+@dataclass
+class HybridMethod(BM25Method):
+    """BM25 and embedding rankings fused by reciprocal rank (same reading and budget rules)."""
+
+    name: str = "hybrid"
+
+    def index(self, ctx: CorpusContext) -> Any:
+        from knowtree.retrieve.hybrid import HybridIndex
+
+        return HybridIndex(ctx.lexical(), ctx.vectors())
+
+
 def account(record: Record, client: Any, run_id: str) -> None:
     """Copy a question's LLM usage (from its client) into the record; the ledger run is the trace."""
     u = client.usage
@@ -284,6 +296,7 @@ MethodFactory = Callable[[MethodParams], Method]
 _FACTORIES: dict[str, MethodFactory] = {
     "bm25": lambda p: BM25Method(k=p.k, budget=p.budget, answer=p.answer),
     "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
+    "hybrid": lambda p: HybridMethod(k=p.k, budget=p.budget, answer=p.answer),
 }
 
 # reserved names, with what they will be: asking for one now says it is not implemented yet

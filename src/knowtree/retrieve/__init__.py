@@ -9,12 +9,14 @@ from knowtree.retrieve.bm25 import (
     query_terms,
 )
 from knowtree.retrieve.embed import Embedder, HashEmbedder, StaticEmbedder, get_embedder
+from knowtree.retrieve.hybrid import HybridIndex, reciprocal_rank_fusion
 from knowtree.retrieve.vectors import VectorIndex
 
 __all__ = [
     "STOPWORDS",
     "Embedder",
     "HashEmbedder",
+    "HybridIndex",
     "LexicalIndex",
     "Passage",
     "StaticEmbedder",
@@ -23,4 +25,5 @@ __all__ = [
     "get_embedder",
     "match_expression",
     "query_terms",
+    "reciprocal_rank_fusion",
 ]

@@ -20,7 +20,7 @@ from knowtree.llm.client import LLMClient, MemoryCallStore
 from knowtree.llm.testing import FunctionModel, KeywordModel
 from knowtree.retrieve import HashEmbedder, Passage, VectorIndex
 
-ALL = "bm25,embedding,hybrid,walk,flat,memwalker,fulltext,raptor"
+ALL = "bm25,embedding,hybrid,walk,search,flat,memwalker,fulltext,raptor"
 
 TOPICS = {
     "harbor": ("harbor", "The harbor master Ingrid Solberg approved the new breakwater in March 2021."),
@@ -102,7 +102,7 @@ def test_every_method_end_to_end_with_the_scripted_model(tmp_path: Path) -> None
         embedder="hash", progress=False,
     )  # fmt: skip
     records = _records(out)
-    assert len(records) == 3 * 8 and not [r for r in records if r["error"]]
+    assert len(records) == 3 * 9 and not [r for r in records if r["error"]]
     by = {(r["method"], r["case_id"]): r for r in records}
     for method in ALL.split(","):
         for q in ("q1", "q2", "q3"):
@@ -141,17 +141,17 @@ def test_resumed_run_reasks_no_finished_question(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first = Counting()
     run_eval("jsonl", data, ALL, out, limit=1, model_object=first, embedder="hash", progress=False)
-    assert first.seen and len(_records(out)) == 8
+    assert first.seen and len(_records(out)) == 9
     second = Counting()
     run_eval("jsonl", data, ALL, out, model_object=second, embedder="hash", progress=False)
-    assert len(_records(out)) == 24
+    assert len(_records(out)) == 27
     # the finished question was not asked again (and the builds came back from the cache)
     asked = [m.content for r in second.seen for m in r.messages]
     assert asked and not any("Who approved the new breakwater" in text for text in asked)
     assert not [r for r in second.seen if r.schema_name in ("leaf_meta", "branch_meta", "raptor_summary")]
     third = Counting()
     run_eval("jsonl", data, ALL, out, model_object=third, embedder="hash", progress=False)
-    assert third.seen == [] and len(_records(out)) == 24  # everything finished: not one request
+    assert third.seen == [] and len(_records(out)) == 27  # everything finished: not one request
 
 
 def test_named_subsets(tmp_path: Path) -> None:

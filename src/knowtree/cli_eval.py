@@ -20,7 +20,7 @@ def eval_command(
         typer.Option(
             "--method",
             help="method(s), comma-separated: bm25, embedding (LLM-free unless --model is given: then they "
-            "also answer), walk, flat, memwalker, fulltext, raptor (need a model; default: the configured one)",
+            "also answer), hybrid, walk, search, flat, memwalker, fulltext, raptor (need a model; default: the configured one)",
         ),
     ] = "bm25",
     model: Annotated[

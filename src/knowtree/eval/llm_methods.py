@@ -3,6 +3,7 @@
 All use the run's one model (`Runtime`), so accuracy differences come from the method, not the model.
 
 - `walk`      knowtree: a tree with typed metadata, navigation with backtracking, verified quotes.
+- `search`    knowtree's tree search: one call over the outline, the chosen sections read, one answer.
 - `flat`      ablation: the same leaves hung directly under the root (no branches), same walk.
 - `memwalker` ablation, MemWalker as published: the same tree, options shown by summary only, the
               leaf reply trusted (no quote check, no partial flag), the question never split.
@@ -149,6 +150,39 @@ class WalkMethod:
         return list(out)
 
 
+@dataclass
+class SearchMethod(WalkMethod):
+    """knowtree's tree search: one call over the outline picks sections, their leaves are read within
+    `budget_tokens`, one answer call (quote-verified) — on the same tree as `walk`."""
+
+    name: str = "search"
+    budget_tokens: int | None = None
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record:
+        from knowtree.navigate.search import SearchOptions, TreeSearch
+
+        started = time.perf_counter()
+        runtime = ctx.need_runtime()
+        nodes, root_id = self._nodes(ctx)
+        options = SearchOptions()
+        if self.budget_tokens:
+            options.budget_tokens = self.budget_tokens
+        record = base_record(case, self.name)
+        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
+            answer = TreeSearch(nodes, client, options).ask(case.prompt(), [root_id])
+            account(record, client, run_id)
+        read = [leaf for step in answer.trace if step.action == "read" for leaf in step.options]
+        record.prediction = answer.answer
+        record.status = answer.status
+        record.retrieved = self._passages(nodes, read)
+        record.tokens_read = sum(ctx.tokens(nodes[i].text) for i in dict.fromkeys(read))
+        record.metrics = read_metrics(case, ctx, record.retrieved)
+        scores, record.choice = answer_metrics(case, record.prediction)
+        record.metrics.update(scores)
+        record.wall_s = time.perf_counter() - started
+        return record
+
+
 def _leaves_in_order(nodes: dict[str, Node], root_id: str) -> list[str]:
     out: list[str] = []
     stack = [root_id]
@@ -268,8 +302,17 @@ def register() -> None:
     register_method("walk", lambda p: WalkMethod(name="walk"))
     register_method("flat", lambda p: WalkMethod(name="flat", flat=True))
     register_method("memwalker", lambda p: WalkMethod(name="memwalker", metadata=False, verify=False))
+    register_method("search", lambda p: SearchMethod(name="search"))
     register_method("fulltext", lambda p: FullTextMethod())
     register_method("raptor", lambda p: RaptorMethod(budget=p.budget, seed=p.seed))
 
 
-__all__ = ["FullTextMethod", "MethodParams", "RaptorMethod", "WalkMethod", "corpus_documents", "register"]
+__all__ = [
+    "FullTextMethod",
+    "MethodParams",
+    "RaptorMethod",
+    "SearchMethod",
+    "WalkMethod",
+    "corpus_documents",
+    "register",
+]

@@ -300,9 +300,7 @@ _FACTORIES: dict[str, MethodFactory] = {
 }
 
 # reserved names, with what they will be: asking for one now says it is not implemented yet
-PLANNED: dict[str, str] = {
-    "search": "knowtree's one-call tree search over the outline",
-}
+PLANNED: dict[str, str] = {}
 _BUILTIN_LOADED = False
 
 

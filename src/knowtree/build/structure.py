@@ -354,7 +354,8 @@ def build_structure(
             meta = NodeMeta(title=p.title)
         elif p.kind is NodeKind.LEAF:
             called = True
-            body = f"{p.title}\n\n{p.text}"[:META_CHARS]
+            heading = p.title.split(" (")[0].lower()
+            body = (p.text if heading in p.text[:300].lower() else f"{p.title}\n\n{p.text}")[:META_CHARS]
             assert client is not None
             try:
                 meta, used = extract_leaf(client, body, opts.taxonomy)

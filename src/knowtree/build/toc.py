@@ -177,7 +177,8 @@ def find_structure(doc: StructuredDocument, client: LLMClient, *, max_pages: int
 
 
 def _read_toc(doc: StructuredDocument, pages: list[int], client: LLMClient) -> tuple[list[TocEntry], Usage]:
-    text = "\n".join(" ".join(doc.page_text(p).split()) for p in pages)[:TOC_CHARS]
+    lines = [" ".join(ln.split()) for p in pages for ln in doc.page_text(p).splitlines()]
+    text = "\n".join(ln for ln in lines if ln)[:TOC_CHARS]
     try:
         result = client.structured(
             [_system(), Message(role="user", content=render("toc_extract", text=text))],

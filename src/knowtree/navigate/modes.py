@@ -34,7 +34,21 @@ def outline_tokens(nodes: dict[str, Node]) -> int:
     return sum(len(n.meta.title) + 24 + min(len(n.meta.summary), 160) for n in nodes.values()) // 4
 
 
+MODES = ("auto", "walk", "search")
+STRATEGIES = ("auto", "describe", "metadata", "semantic")
+
+
+def check_choice(mode: str | None, strategy: str | None = None) -> None:
+    from knowtree.errors import ConfigError
+
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"unknown ask mode {mode!r} (known: {', '.join(MODES)})")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise ConfigError(f"unknown collection strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+
+
 def pick_mode(mode: str, nodes: dict[str, Node], root_id: str, context_window: int) -> str:
+    check_choice(mode)
     if mode in ("walk", "search"):
         return mode
     if not is_structured(nodes, root_id):

@@ -147,17 +147,15 @@ class TreeSearch:
         return line
 
     def _fit_depth(self, tops: list[str]) -> int | None:
-        """The deepest outline that fits the outline budget (None: all of it)."""
+        """The deepest outline that fits the outline budget (None: all of it; at least the tops)."""
         budget = self.options.outline_tokens * CHARS_PER_TOKEN
-        full = self.outline(tops, None)
-        if sum(len(self._line(i, n, d)) + 1 for i, (n, d) in enumerate(full)) <= budget:
-            return None
-        depth = 1
-        while depth < 32:
-            rows = self.outline(tops, depth + 1)
+        total = len(self.outline(tops, None))
+        for depth in range(32):
+            rows = self.outline(tops, depth)
             if sum(len(self._line(i, n, d)) + 1 for i, (n, d) in enumerate(rows)) > budget:
-                return depth
-            depth += 1
+                return max(0, depth - 1)
+            if len(rows) == total:
+                return None
         return None
 
     def select(self, question: str, scope: list[str]) -> list[str]:

@@ -155,6 +155,17 @@ def ask(
     agent: Annotated[
         bool, typer.Option("--agent", help="conversation memories: answer with the tool-using agent")
     ] = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="walk (navigate with backtracking) | search (one call over the outline) | auto"),
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="collections: how to pick documents: auto | describe | metadata | semantic"),
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option(help="tree search: tokens of section text to read [default: 3000]")
+    ] = None,
 ) -> None:
     """Answer a question by navigating the tree; prints the answer, its status and citations."""
     from knowtree.cli_render import render_answer
@@ -335,6 +346,12 @@ app.command("eval")(eval_command)
 from knowtree.cli_chat import chat_app  # noqa: E402 - registered after the other commands
 
 app.add_typer(chat_app, name="chat")
+
+from knowtree.cli_docs import expert_app, export_command, import_command  # noqa: E402
+
+app.command("export")(export_command)
+app.command("import")(import_command)
+app.add_typer(expert_app, name="expert")
 
 
 def main() -> None:

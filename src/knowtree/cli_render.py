@@ -22,7 +22,11 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
     if answer.citations:
         lines.append("citations:")
         for c in answer.citations:
-            lines.append(f"  {c.file}:{c.line_start}-{c.line_end}  (node {c.node_id})")
+            if c.page_start is not None:  # paged sources (PDF): the physical pages
+                pages = f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
+                lines.append(f"  {c.file}, {pages}  (lines {c.line_start}-{c.line_end}, node {c.node_id})")
+            else:
+                lines.append(f"  {c.file}:{c.line_start}-{c.line_end}  (node {c.node_id})")
             if c.quote:
                 lines.append(f'    "{textwrap.shorten(c.quote, 160)}"')
     u = answer.usage

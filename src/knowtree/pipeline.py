@@ -284,9 +284,35 @@ class Tree:
         on_step: EventSink | None = None,
         max_branch_attempts: int | None = None,
         leaves_per_branch: int | None = None,
+        mode: str | None = None,
+        strategy: str | None = None,
+        budget_tokens: int | None = None,
     ) -> Answer:
+        """`mode`: walk | search | auto (default: the `ask_mode` setting); `strategy`: how a collection
+        picks documents (auto | describe | metadata | semantic); `budget_tokens`: text tree search reads."""
         if self.info.kind == "conversation":  # a memory: answered by its own navigator
             return self.kt.memory(self.name).ask(question, on_step=on_step)
+        from knowtree.navigate.modes import ask_structured, check_choice, is_structured
+
+        check_choice(mode, strategy)
+        if is_structured(self.nodes, self.root.id) or (mode or self.kt.settings.ask_mode) == "search":
+            return ask_structured(
+                self,
+                question,
+                mode=mode or self.kt.settings.ask_mode,
+                strategy=strategy,
+                budget_tokens=budget_tokens,
+                on_step=on_step,
+                walk_options=(
+                    WalkOptions(
+                        max_branch_attempts=max_branch_attempts or self.kt.settings.max_branch_attempts,
+                        leaves_per_branch=leaves_per_branch or self.kt.settings.leaves_per_branch,
+                        leaf_chars=max(6000, max((len(n.text) for n in self.nodes.values() if n.is_leaf), default=0)),
+                    )
+                    if max_branch_attempts or leaves_per_branch
+                    else None
+                ),
+            )
         s = self.kt.settings
         options = WalkOptions(
             max_branch_attempts=max_branch_attempts or s.max_branch_attempts,

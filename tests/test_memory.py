@@ -459,3 +459,31 @@ def test_multi_resolution_stops_at_summaries_and_still_cites_a_message(tmp_path:
     assert answer.status == "complete" and answer.parts[0]["resolution"] == "topic summaries"
     c = answer.citations[0]
     assert c.line_start == c.line_end == 61 and c.speaker == "Ann"  # narrowed to the message
+
+
+class _Streaming(FunctionModel):
+    """A model that generates its reply in small pieces (like the embedded model with stream=True)."""
+
+    def complete_streaming(self, request: Request, on_text: Any) -> Completion:
+        completion = self.complete(request)
+        for i in range(0, len(completion.text), 4):
+            on_text(completion.text[i : i + 4])
+        return completion
+
+
+def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        _chat(kt)
+    keyword = KeywordModel()
+    with KnowTree(tmp_path / "kb.db", model=_Streaming(keyword.fn, id="stream")) as kt:
+        mem = _mem(kt)
+
+        async def consume() -> list[dict[str, Any]]:
+            return [e async for e in mem.stream("Where did Ann's sister Beth move for her job?")]
+
+        events = asyncio.run(consume())
+    kinds = [e["event"] for e in events]
+    tokens = [e["text"] for e in events if e["event"] == "token"]
+    read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read")
+    assert len(tokens) > 3 and kinds.index("token") < read_step  # during the answer call, not after
+    assert "".join(tokens) in events[-1]["answer"].answer and "Lisbon" in "".join(tokens)

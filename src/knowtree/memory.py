@@ -28,12 +28,17 @@ KIND = "conversation"
 Mode = Literal["tree", "agent"]
 
 
-def parse_messages(records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages") -> list[ChatMessage]:
+def parse_messages(
+    records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages"
+) -> list[ChatMessage]:
     """OpenAI-style message dicts (role, content, optional name/timestamp/session/id) → `ChatMessage`s,
     all validated first: a bad record raises `InputError` naming it."""
     if isinstance(records, dict):
         records = [records]
-    return [r if isinstance(r, ChatMessage) else _message(r, source, f"message {i}") for i, r in enumerate(records)]
+    return [
+        r if isinstance(r, ChatMessage) else _message(r, source, f"message {i}")
+        for i, r in enumerate(records)
+    ]
 
 
 class Memory:
@@ -146,16 +151,25 @@ class Memory:
         if self.exists:
             self._check_kind()
             stored = self.kt.store.load_messages(self.name)
-            if stored and len(stored) <= len(msgs) and all(
-                _same(row, m) for row, m in zip(stored, msgs, strict=False)
+            if (
+                stored
+                and len(stored) <= len(msgs)
+                and all(_same(row, m) for row, m in zip(stored, msgs, strict=False))
             ):
                 skip = len(stored)
         if skip == len(msgs):
             raise InputError(str(path), f"all {len(msgs)} messages are already in memory {self.name!r}")
-        return self.add(msgs[skip:], batch_size=batch_size, progress=progress, on_client=on_client, skipped=skip)
+        return self.add(
+            msgs[skip:], batch_size=batch_size, progress=progress, on_client=on_client, skipped=skip
+        )
 
     # -- reading -------------------------------------------------------------------------------
-    def _navigator(self, on_step: Callable[[NavStep], None] | None, options: MemoryOptions) -> MemoryNavigator:
+    def _navigator(
+        self,
+        on_step: Callable[[NavStep], None] | None,
+        options: MemoryOptions,
+        on_token: Callable[[str], None] | None = None,
+    ) -> MemoryNavigator:
         if not self.exists:
             raise NotFoundError(self.kt.store._missing(self.name))
         self._check_kind()
@@ -173,7 +187,15 @@ class Memory:
                 embedder = None
         scorer = HybridScorer(nodes, lambda q, k: self.kt.store.search_nodes(self.name, q, k), embedder)
         return MemoryNavigator(
-            self.name, nodes, root, None, options=options, scorer=scorer, messages=rows, on_step=on_step
+            self.name,
+            nodes,
+            root,
+            None,
+            options=options,
+            scorer=scorer,
+            messages=rows,
+            on_step=on_step,
+            on_token=on_token,
         )
 
     def ask(
@@ -184,10 +206,14 @@ class Memory:
         budget_tokens: int | None = None,
         max_steps: int = 8,
         on_step: Callable[[NavStep], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
     ) -> Answer:
-        """Answer from the memory with message-level citations (`mode="agent"`: the tool-using agent)."""
+        """Answer from the memory with message-level citations (`mode="agent"`: the tool-using agent).
+
+        `on_step` gets each navigation step as it happens; `on_token` the answer's text as the model
+        writes it (tree mode; before the answer is checked: the returned Answer is what counts)."""
         options = MemoryOptions(budget_tokens=budget_tokens or MemoryOptions.budget_tokens)
-        nav = self._navigator(on_step, options)
+        nav = self._navigator(on_step, options, on_token)
         self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
         run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
         nav.client = self.kt.client(run_id)
@@ -204,7 +230,9 @@ class Memory:
         self.kt.store.finish_run(run_id, answer.status)
         return answer
 
-    def context(self, question: str, budget_tokens: int = 1000, *, use_model: bool = True) -> list[dict[str, Any]]:
+    def context(
+        self, question: str, budget_tokens: int = 1000, *, use_model: bool = True
+    ) -> list[dict[str, Any]]:
         """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
         prompt. `use_model=False` uses hybrid search alone (no model call)."""
@@ -228,42 +256,47 @@ class Memory:
     async def stream(
         self, question: str, *, mode: Mode = "tree", budget_tokens: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        """Yield {"event": "step", "step": NavStep} as navigation happens, then the answer's text as
-        {"event": "token", "text": ...} pieces, then {"event": "answer", "answer": Answer}."""
+        """Yield {"event": "step", "step": NavStep} as navigation happens, {"event": "token", "text": ...}
+        as the model writes the answer, then {"event": "answer", "answer": Answer} (the checked answer,
+        with citations). Agent mode streams its steps; its answer text comes as one token event."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
         def on_step(step: NavStep) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, ("step", step))
 
+        def on_token(text: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, ("token", text))
+
         def run() -> None:
             try:
-                answer = self.ask(question, mode=mode, budget_tokens=budget_tokens, on_step=on_step)
+                answer = self.ask(
+                    question, mode=mode, budget_tokens=budget_tokens, on_step=on_step, on_token=on_token
+                )
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", answer))
             except BaseException as exc:  # re-raised in the consumer
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
 
         worker = loop.run_in_executor(None, run)
+        streamed = False
         try:
             while True:
                 kind, value = await queue.get()
                 if kind == "step":
                     yield {"event": "step", "step": value}
+                elif kind == "token":
+                    streamed = True
+                    yield {"event": "token", "text": value}
                 elif kind == "error":
                     raise value
                 else:
                     answer: Answer = value
-                    for piece in _pieces(answer.answer or ""):
-                        yield {"event": "token", "text": piece}
+                    if not streamed and answer.answer:  # agent mode, or an answer from no streamed call
+                        yield {"event": "token", "text": answer.answer}
                     yield {"event": "answer", "answer": answer}
                     break
         finally:
             await worker
-
-
-def _pieces(text: str) -> list[str]:
-    words = text.split(" ")
-    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words) if w or i < len(words) - 1]
 
 
 def _same(row: dict[str, object], m: ChatMessage) -> bool:

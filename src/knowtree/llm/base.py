@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,6 +68,14 @@ class Model(ABC):
     @abstractmethod
     def complete(self, request: Request) -> Completion:
         """Make one call. Raise `TransientModelError` for what is worth retrying."""
+
+    def complete_streaming(self, request: Request, on_text: Callable[[str], None]) -> Completion:
+        """Like `complete`, calling `on_text` with each piece of the reply as it is generated.
+
+        Adapters that can stream override this; the default hands over the whole reply at once."""
+        completion = self.complete(request)
+        on_text(completion.text)
+        return completion
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (files, sockets, the in-process model)."""

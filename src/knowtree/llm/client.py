@@ -151,11 +151,17 @@ class LLMClient:
         self.listeners: list[Callable[[Usage, bool], None]] = []
 
     # -- raw calls -----------------------------------------------------------------------------
-    def complete(self, request: Request, *, purpose: str) -> tuple[Completion, Usage, bool]:
-        """One call through cache, semaphore and retries. Returns (completion, usage, cached)."""
+    def complete(
+        self, request: Request, *, purpose: str, on_text: Callable[[str], None] | None = None
+    ) -> tuple[Completion, Usage, bool]:
+        """One call through cache, semaphore and retries. Returns (completion, usage, cached).
+
+        `on_text` receives the reply piece by piece as the model generates it (at once from the cache)."""
         key = request.cache_key(self.model.id)
         hit = self.store.cache_get(key)
         if hit is not None:
+            if on_text is not None:
+                on_text(hit.text)
             # tokens the cache saved are kept apart: a cached call costs nothing, but evaluations
             # compare what each method would cost without another's cache
             usage = Usage(cached=1, cached_input_tokens=hit.input_tokens, cached_output_tokens=hit.output_tokens)
@@ -166,7 +172,7 @@ class LLMClient:
         error: str | None = None
         try:
             with self._sem:
-                completion = self._call_with_retries(request)
+                completion = self._call_with_retries(request, on_text)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             usage = Usage(calls=1, seconds=time.monotonic() - started)
@@ -188,7 +194,9 @@ class LLMClient:
         self._account(usage, key, purpose, cached=False, error=None)
         return completion, usage, False
 
-    def _call_with_retries(self, request: Request) -> Completion:
+    def _call_with_retries(
+        self, request: Request, on_text: Callable[[str], None] | None = None
+    ) -> Completion:
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
         backoff = wait_exponential_jitter(initial=1, max=self.options.max_wait_s, jitter=1)
@@ -207,6 +215,8 @@ class LLMClient:
             reraise=True,
         ):
             with attempt:
+                if on_text is not None:
+                    return self.model.complete_streaming(request, on_text)
                 return self.model.complete(request)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -235,6 +245,7 @@ class LLMClient:
         purpose: str,
         max_tokens: int = 512,
         check: Callable[[T], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> CallResult[T]:
         """Ask for JSON matching `schema`, parse it into `output`, repair or raise.
 
@@ -251,7 +262,10 @@ class LLMClient:
         for attempt in range(1, self.options.repair_attempts + 2):
             request = Request(messages=convo, schema=schema, schema_name=purpose, max_tokens=tokens)
             keys.append(request.cache_key(self.model.id))
-            completion, usage, cached = self.complete(request, purpose=purpose)
+            # only the first attempt streams: a repair's text would repeat what was already shown
+            completion, usage, cached = self.complete(
+                request, purpose=purpose, on_text=on_text if attempt == 1 else None
+            )
             total.add(usage)
             cached_all = cached_all and cached
             raw = completion.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,34 @@ class LocalModel(Model):
         return len(tokens) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
 
     def complete(self, request: Request) -> Completion:
+        return self._complete(request, None)
+
+    def complete_streaming(self, request: Request, on_text: Callable[[str], None]) -> Completion:
+        return self._complete(request, on_text)
+
+    @staticmethod
+    def _stream(
+        llm: Any, kwargs: dict[str, Any], on_text: Callable[[str], None], n_prompt: int
+    ) -> dict[str, Any]:
+        """Stream a chat completion, handing each text piece to `on_text`; returns the usual response."""
+        text: list[str] = []
+        finish = None
+        for chunk in llm.create_chat_completion(**kwargs, stream=True):
+            choice = (chunk.get("choices") or [{}])[0]
+            piece = (choice.get("delta") or {}).get("content") or ""
+            if piece:
+                text.append(piece)
+                on_text(piece)
+            finish = choice.get("finish_reason") or finish
+        full = "".join(text)
+        # streamed chunks carry no usage: the prompt estimate from before the call, the reply counted
+        usage = {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": len(llm.tokenize(full.encode("utf-8"), add_bos=False)),
+        }
+        return {"choices": [{"message": {"content": full}, "finish_reason": finish}], "usage": usage}
+
+    def _complete(self, request: Request, on_text: Callable[[str], None] | None) -> Completion:
         messages = _chat_messages(request)
         kwargs: dict[str, Any] = {
             "messages": messages,
@@ -129,7 +158,10 @@ class LocalModel(Model):
                     f"reply tokens exceed the context window of {self.n_ctx}"
                 )
             try:
-                response = llm.create_chat_completion(**kwargs)
+                if on_text is None:
+                    response = llm.create_chat_completion(**kwargs)
+                else:
+                    response = self._stream(llm, kwargs, on_text, n_prompt)
             except (ValueError, RuntimeError) as exc:
                 raise ModelCallError(f"{self.id} failed: {exc}") from exc
         choices = response.get("choices") or []

@@ -16,6 +16,7 @@ static embedder, computed on the fly) by reciprocal rank; a subtree scores as it
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +103,48 @@ class Retrieval:
         return sum(approx_tokens(nodes[m].text) for m in self.messages)
 
 
+class AnswerStream:
+    """Feeds the `answer` field of a streamed JSON reply to `sink` as it is generated (only after
+    `"found": true`), so an application can show the answer while the model is still writing it."""
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self.buf = ""
+        self.pos = -1  # where the answer's characters start in buf; -1 until found
+        self.done = False
+        self.escape = False
+
+    def __call__(self, piece: str) -> None:
+        if self.done:
+            return
+        self.buf += piece
+        if self.pos < 0:
+            m = _ANSWER_START.search(self.buf)
+            if m is None or not _FOUND_TRUE.search(self.buf[: m.start()]):
+                return
+            self.pos = m.end()
+        out = []
+        while self.pos < len(self.buf):
+            ch = self.buf[self.pos]
+            self.pos += 1
+            if self.escape:
+                out.append({"n": "\n", "t": "\t"}.get(ch, ch))
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == '"':
+                self.done = True
+                break
+            else:
+                out.append(ch)
+        if out:
+            self.sink("".join(out))
+
+
+_ANSWER_START = re.compile(r'"answer"\s*:\s*"')
+_FOUND_TRUE = re.compile(r'"found"\s*:\s*true')
+
+
 def _system() -> Message:
     return Message(role="system", content=render("system"))
 
@@ -161,7 +204,9 @@ class MemoryNavigator:
         scorer: HybridScorer | None = None,
         messages: dict[int, dict[str, Any]] | None = None,
         on_step: EventSink | None = None,
+        on_token: Callable[[str], None] | None = None,
     ) -> None:
+        self.on_token = on_token
         self.name = name
         self.nodes = nodes
         self.root = nodes[root_id]
@@ -456,6 +501,7 @@ class MemoryNavigator:
                 schema=ANSWER_SCHEMA,
                 purpose="memory_answer",
                 max_tokens=220,
+                on_text=AnswerStream(self.on_token) if self.on_token else None,
             )
         except ModelOutputError as exc:
             if isinstance(exc.usage, Usage):
@@ -572,6 +618,7 @@ class MemoryNavigator:
                 schema=ANSWER_SCHEMA,
                 purpose="memory_answer",
                 max_tokens=220,
+                on_text=AnswerStream(self.on_token) if self.on_token else None,
             )
         except ModelOutputError as exc:
             step.error = str(exc)

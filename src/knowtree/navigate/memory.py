@@ -346,10 +346,10 @@ class MemoryNavigator:
         for i, k in enumerate(kids, 1):
             n = self.nodes[k]
             best = self._best_leaf(k, scores)
-            hit = f"\n   closest message: {message_line(self.nodes[best], 120)}" if best else ""
+            hit = f"\n   closest message: {message_line(self.nodes[best], 100)}" if best else ""
             lines.append(
                 f"{i}: {n.meta.title or 'untitled'} ({human_range(n.meta.time_range)}, messages "
-                f"{n.spans[0].line_start}-{n.spans[0].line_end})\n   {clip(n.meta.summary, 220)}{hit}"
+                f"{n.spans[0].line_start}-{n.spans[0].line_end})\n   {clip(n.meta.summary, 160)}{hit}"
             )
         lo = 0 if allow_stop else 1
         if allow_stop:

@@ -12,7 +12,7 @@ Adding a batch of messages (one exchange, or several consecutive messages of one
    tree stays in time order. The same call names the topic and writes its summary and metadata;
 3. a topic that would exceed `max_children` messages is split: its messages so far become one subtopic
    (keeping its summary), the new ones another; any node with more than `max_children` children has
-   its older half grouped under a new node;
+   its oldest ungrouped children grouped under a new node;
 4. ancestors whose content changed are marked dirty; a dirty node is re-summarised from its children
    (one "topic_merge" call, none when it has a single child) when it leaves the current path and at
    the end of `add`. So one exchange costs one topic call plus at most one call per ancestor: O(depth).
@@ -473,14 +473,24 @@ class TopicTree:
         self._refresh_up(node_id, step)
 
     def _group_overfull(self, step: StepResult) -> None:
-        """A node with more than max_children children gets its older half grouped under a new node."""
+        """A node with more than max_children children gets older children grouped under a new node."""
         for nid in list(self.path):
             node = self.nodes[nid]
             kids = node.children
             if len(kids) <= self.max_children or self.nodes[kids[0]].is_leaf:
                 continue
-            half = len(kids) // 2
-            older = kids[:half]
+            # pack the oldest children that are not groups yet into a new group (so groups stay side by
+            # side, each about half a node full); only when everything older is grouped already are
+            # the older half of the groups grouped one level up
+            grouped = 0
+            while grouped < len(kids) and self.nodes[kids[grouped]].meta.content_types == [GROUP]:
+                grouped += 1
+            rest = len(kids) - grouped
+            if rest - 1 >= 2:  # never the last child: it is on the current path
+                older = kids[grouped : grouped + min(rest - 1, max(2, self.max_children // 2))]
+            else:
+                older = kids[: len(kids) // 2]
+            half = kids.index(older[-1]) + 1
             a, b = self.nodes[older[0]].spans[0], self.nodes[older[-1]].spans[0]
             group = self._new_branch("group", nid, a.line_start, b.line_end, NodeMeta(content_types=[GROUP]))
             group.children = list(older)
@@ -488,7 +498,8 @@ class TopicTree:
                 self.parent[c] = group.id
             self._refresh(group.id)
             self._touch(group.id, step)
-            self._set_children(nid, [group.id, *kids[half:]], step)
+            start = kids.index(older[0])
+            self._set_children(nid, [*kids[:start], group.id, *kids[half:]], step)
             self._mark_dirty(group.id)
             self._refresh_up(nid, step)
 

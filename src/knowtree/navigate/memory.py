@@ -582,18 +582,19 @@ class MemoryNavigator:
             message_id=row.get("source_id"),
         )
 
-    def _best_message(self, node_id: str, text: str) -> str | None:
-        best, score = None, 0.0
+    def _best_message(self, node_id: str, answer: str, question: str) -> str | None:
+        """The message under `node_id` holding most of the answer's words (then the question's)."""
+        best, score = None, (0.0, 0.0, 0)
         stack = [node_id]
         while stack:
             node = self.nodes[stack.pop()]
             if node.is_leaf:
-                s = lexical_score(text, node.text)
-                if s > score or (s == score and best is not None and self._pos(node.id) < self._pos(best)):
+                s = (lexical_score(answer, node.text), lexical_score(question, node.text), -self._pos(node.id))
+                if s > score:
                     best, score = node.id, s
             else:
                 stack.extend(node.children)
-        return best if score > 0 else None
+        return best if score[0] > 0 or score[1] > 0 else None
 
     def _answer_from_summaries(self, question: str, node_id: str, total: Retrieval) -> Answer | None:
         node = self.nodes[node_id]
@@ -636,7 +637,7 @@ class MemoryNavigator:
         citations = []
         for k in used:
             # down to the message: the one of this topic that best matches the answer (no model call)
-            leaf = self._best_message(k.id, f"{reply.answer} {question}")
+            leaf = self._best_message(k.id, reply.answer, question)
             if leaf is not None:
                 citations.append(self._citation(leaf))
             else:

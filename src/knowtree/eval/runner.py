@@ -47,6 +47,7 @@ from knowtree.eval.runtime import Runtime
 RESULTS = "results.jsonl"
 RUN = "run.json"
 SUMMARY = "summary.md"
+SUMMARY_JSON = "summary.json"
 
 ProgressSink = Callable[[str], None]
 TickSink = Callable[[int, int, str], None]  # (questions done, total, metrics so far)
@@ -261,6 +262,7 @@ def run_eval(
     info["summary"] = {n: _headline_numbers(s) for n, s in summary["methods"].items()}
     _write_json(out / RUN, info)
     (out / SUMMARY).write_text(render_summary(summary, info), encoding="utf-8")
+    _write_json(out / SUMMARY_JSON, summary)
     return summary
 
 

@@ -107,14 +107,20 @@ def ask_streaming(
         return
 
     async def consume() -> None:
+        writing = False  # answer text is on the current line
         async for event in mem.stream(question, mode="agent" if agent else "tree"):
-            if event["event"] == "step":
-                show_step(event["step"])
-            elif event["event"] == "token":
+            if event["event"] == "token":
                 if as_json:
                     typer.echo(json.dumps(event))
                 else:
                     typer.echo(event["text"], nl=False)
+                    writing = True
+                continue
+            if writing:
+                typer.echo("")
+                writing = False
+            if event["event"] == "step":
+                show_step(event["step"])
             else:
                 show_answer(event["answer"])
 

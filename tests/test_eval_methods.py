@@ -247,3 +247,20 @@ def test_reciprocal_rank_fusion_by_hand() -> None:
     fused = reciprocal_rank_fusion([["a", "b"], ["b", "c"]], c=60)
     assert [pid for pid, _ in fused] == ["b", "a", "c"]
     assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61) and fused[2][1] == pytest.approx(1 / 62)
+
+
+def test_eval_command_with_a_model_a_judge_and_a_subset(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from knowtree.cli import app
+
+    data = write_dataset(tmp_path)
+    out = tmp_path / "o"
+    args = ["eval", "jsonl", str(data), "--method", "bm25,walk", "--model", "keyword"]
+    args += ["--judge", "same", "--per-corpus", "2", "--embedder", "hash", "--out", str(out), "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "walk: EM: " in result.output and "judged accuracy: " in result.output
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert run["command"].endswith(f"--judge same --per-corpus 2 --k 5 --budget 2048 --out {out}")
+    assert run["dataset"]["questions"] == 2 and len(_records(out)) == 4

@@ -17,6 +17,7 @@ parameter that alters results is refused rather than mixing two runs in one file
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import shlex
@@ -68,12 +69,18 @@ def versions() -> dict[str, str]:
         kt = version("knowtree")
     except Exception:  # not installed as a distribution (e.g. run from a source tree)
         from knowtree import __version__ as kt
-    return {
+    out = {
         "knowtree": kt,
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
     }
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("llama-cpp-python", "tokenlearn-static-model", "openai", "anthropic"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[dist] = version(dist)
+    return out
 
 
 def run_eval(
@@ -599,8 +606,9 @@ def headline(summary: dict[str, Any]) -> list[str]:
             parts.append(f"judged accuracy: {s['judged']:.3f} ({s['judged_n']} questions)")
         if s["hit_rate"] is not None:
             parts.append(f"hit rate@{k}: {s['hit_rate']:.3f} ({s['evidence_n']} questions)")
-            parts.append(f"recall@{k}: {s['recall']:.3f}")
-            parts.append(f"recall@{budget} tokens: {s['recall_budget']:.3f}")
+            parts.append(f"recall@{k}: {_f(s['recall'])}")
+            if s["recall_budget"] is not None:  # ranking methods only
+                parts.append(f"recall@{budget} tokens: {s['recall_budget']:.3f}")
         else:
             parts.append(f"hit rate@{k}: n/a (no evidence ids in this dataset)")
         parts.append(f"tokens read: {_f(s['tokens_read_mean'], 0)}/question")

@@ -185,7 +185,7 @@ class Memory:
                 embedder = get_embedder(embedder)
             except ConfigError:
                 embedder = None
-        scorer = HybridScorer(nodes, lambda q, k: self.kt.store.search_nodes(self.name, q, k), embedder)
+        scorer = HybridScorer(nodes, None, embedder)
         return MemoryNavigator(
             self.name,
             nodes,

@@ -30,7 +30,7 @@ from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.navigate.evidence import lexical_score
 from knowtree.prompts import render
-from knowtree.retrieve.bm25 import query_terms
+from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 EventSink = Callable[[NavStep], None]
@@ -150,15 +150,32 @@ def _system() -> Message:
 
 
 class HybridScorer:
-    """Reciprocal-rank fusion of BM25 and embedding similarity over every node of a memory."""
+    """Weighted reciprocal-rank fusion of BM25 and embedding similarity over every node of a memory.
 
-    def __init__(self, nodes: dict[str, Node], search: SearchFn | None, embedder: Any = None) -> None:
+    BM25 runs on an in-memory FTS5 index (porter stemming) of the messages and the topics' names,
+    summaries and metadata, built on first use. The weights are BM25 1.0, embeddings 0.3: with the
+    shipped static embedder, evidence-turn hit rate at 400 tokens on the five LoCoMo dev conversations
+    was BM25 0.668, embeddings 0.305, equal-weight fusion 0.540, 1.0/0.3 fusion 0.665 (mean), so
+    embeddings only break BM25's near-ties. A stronger embedder can be given a larger weight.
+    """
+
+    def __init__(
+        self,
+        nodes: dict[str, Node],
+        search: SearchFn | None = None,
+        embedder: Any = None,
+        *,
+        lexical_weight: float = 1.0,
+        embedding_weight: float = 0.3,
+    ) -> None:
         self.nodes = nodes
         self.search = search
         self.embedder = embedder
+        self.weights = (lexical_weight, embedding_weight)
         self.error: str | None = None
         self._ids = [n.id for n in nodes.values() if n.kind.value != "root"]
         self._matrix: Any = None
+        self._index: LexicalIndex | None = None
 
     def _text(self, node: Node) -> str:
         if node.is_leaf:
@@ -166,16 +183,23 @@ class HybridScorer:
         m = node.meta
         return " ".join([m.title, m.summary, *m.noteworthy_events, *m.about])
 
-    def scores(self, question: str) -> dict[str, float]:
-        """RRF score per node (higher is better); only nodes that matched at all appear."""
-        out: dict[str, float] = {}
+    def _lexical(self, question: str) -> list[tuple[str, float]]:
         if self.search is not None:
-            terms = query_terms(question)
-            if terms:
-                for rank, (nid, _) in enumerate(self.search(" ".join(terms), 200)):
-                    if nid in self.nodes:
-                        out[nid] = out.get(nid, 0.0) + 1.0 / (60 + rank)
-        if self.embedder is not None:
+            return self.search(question, 200)
+        if self._index is None:
+            self._index = LexicalIndex(":memory:", name="memory")
+            self._index.add([Passage(i, self._text(self.nodes[i])) for i in self._ids])
+        return self._index.search(question, 200)
+
+    def scores(self, question: str) -> dict[str, float]:
+        """Fused score per node (higher is better); only nodes that matched at all appear."""
+        out: dict[str, float] = {}
+        wl, we = self.weights
+        if wl:
+            for rank, (nid, _) in enumerate(self._lexical(question)):
+                if nid in self.nodes:
+                    out[nid] = out.get(nid, 0.0) + wl / (60 + rank)
+        if self.embedder is not None and we:
             try:
                 import numpy as np
 
@@ -185,7 +209,7 @@ class HybridScorer:
                 sims = self._matrix @ q
                 for rank, j in enumerate(np.argsort(-sims)[:200]):
                     nid = self._ids[int(j)]
-                    out[nid] = out.get(nid, 0.0) + 1.0 / (60 + rank)
+                    out[nid] = out.get(nid, 0.0) + we / (60 + rank)
             except (ConfigError, ImportError, ValueError) as exc:  # no embedder: lexical only, noted
                 self.error = f"embeddings unavailable, BM25 only: {exc}"
                 self.embedder = None
@@ -589,7 +613,11 @@ class MemoryNavigator:
         while stack:
             node = self.nodes[stack.pop()]
             if node.is_leaf:
-                s = (lexical_score(answer, node.text), lexical_score(question, node.text), -self._pos(node.id))
+                s = (
+                    lexical_score(answer, node.text),
+                    lexical_score(question, node.text),
+                    -self._pos(node.id),
+                )
                 if s > score:
                     best, score = node.id, s
             else:

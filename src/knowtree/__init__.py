@@ -19,6 +19,8 @@ from knowtree.errors import (
     TransientModelError,
     UserError,
 )
+from knowtree.ingest.chat import ChatMessage
+from knowtree.memory import Memory
 from knowtree.pipeline import BuildReport, KnowTree, Tree, open
 from knowtree.types import (
     Answer,
@@ -39,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Answer",
     "BuildReport",
+    "ChatMessage",
     "Chunk",
     "Citation",
     "ConfigError",
@@ -46,6 +49,7 @@ __all__ = [
     "InputError",
     "KnowTree",
     "KnowtreeError",
+    "Memory",
     "ModelCallError",
     "ModelError",
     "ModelOutputError",

@@ -229,7 +229,7 @@ def test_load_locomo_turns_evidence_and_categories(tmp_path: Path) -> None:
     corpus = d.corpora["conv-1"]
     assert list(corpus.passages) == ["D1:1", "D1:2", "D2:1", "D2:2"]
     turn = corpus.passages["D2:1"]
-    assert turn.text == "Caroline: Look at this! [shares a photo of a rainbow flag mural]"
+    assert turn.text == "[2:00 pm on 20 May, 2023] Caroline: Look at this! [shares a photo of a rainbow flag mural]"
     assert turn.meta == {"speaker": "Caroline", "session": 2, "date": "2:00 pm on 20 May, 2023"}
     assert list(corpus.documents) == ["session_1", "session_2"]
     assert [c.id for c in d.cases] == ["conv-1/q0", "conv-1/q1"]  # category 5 skipped

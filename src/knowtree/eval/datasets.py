@@ -369,8 +369,8 @@ _SESSION = re.compile(r"session_(\d+)")
 def load_locomo(path: str | Path, *, limit: int | None = None, keep_adversarial: bool = False) -> Dataset:
     """LoCoMo: each conversation is a corpus; each dialogue turn a passage (id = dia_id, "D3:7").
 
-    A turn's text is "Speaker: words" (plus the shared photo's caption, which questions ask about);
-    the speaker, session and session date are in `meta` for methods that show them. Category 5
+    A turn's text is "[session date] Speaker: words" (plus the shared photo's caption, which questions
+    ask about); the speaker, session and session date are also in `meta`. Category 5
     (adversarial, no answer) is skipped unless `keep_adversarial`. Evidence strings are normalised
     ("D8:6; D9:17" → two ids, "D:11:26" → "D11:26").
     """
@@ -403,7 +403,9 @@ def load_locomo(path: str | Path, *, limit: int | None = None, keep_adversarial:
                 tw = f"{where}, session {num}, turn {t}"
                 dia = _need(turn, "dia_id", p, tw)
                 speaker = str(turn.get("speaker") or "")
-                text = f"{speaker}: {turn.get('text') or ''}"
+                # the session date goes with every turn: a turn read alone (top-k retrieval) must still
+                # say when it was said, or no method can answer the temporal questions
+                text = (f"[{date}] " if date else "") + f"{speaker}: {turn.get('text') or ''}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
                 corpus.add(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from knowtree.errors import UserError
 from knowtree.eval import datasets as ds
 from knowtree.eval import methods as em
 from knowtree.eval.judge import judge_answer
@@ -160,6 +161,10 @@ def test_named_subsets(tmp_path: Path) -> None:
     assert summary["questions"] == 2
     summary = run_eval("jsonl", data, "bm25", tmp_path / "p", corpora=0, progress=False)
     assert summary["questions"] == 0
+    summary = run_eval("jsonl", data, "bm25", tmp_path / "q", corpus="town", limit=1, progress=False)
+    assert summary["questions"] == 1 and "--corpus town --limit 1" in summary["command"]
+    with pytest.raises(UserError, match="no corpus named nope"):
+        run_eval("jsonl", data, "bm25", tmp_path / "r", corpus="nope", progress=False)
 
 
 # -- arithmetic on hand-computed cases -------------------------------------------------------------

@@ -38,6 +38,9 @@ def eval_command(
             "--corpora", help="only the questions of the first N corpora (articles, conversations…)"
         ),
     ] = None,
+    corpus: Annotated[
+        str | None, typer.Option("--corpus", help="only these corpora, comma-separated (e.g. conv-30)")
+    ] = None,
     per_corpus: Annotated[
         int | None, typer.Option("--per-corpus", help="only the first N questions of each corpus")
     ] = None,
@@ -87,6 +90,7 @@ def eval_command(
                 judge=judge,
                 corpora=corpora,
                 per_corpus=per_corpus,
+                corpus=corpus,
                 embedder=embedder,
                 on_tick=bar.tick if bar else None,
             )

@@ -103,6 +103,7 @@ def run_eval(
     judge: str | None = None,
     corpora: int | None = None,
     per_corpus: int | None = None,
+    corpus: Sequence[str] | str | None = None,
     embedder: str = "static",
     model_object: Any = None,
     judge_object: Any = None,
@@ -117,7 +118,8 @@ def run_eval(
     called from the command line.
 
     Subsets: `corpora` keeps the questions of the first N corpora (QuALITY articles, LoCoMo
-    conversations, filings), `per_corpus` the first N questions of each, `limit` the first N overall.
+    conversations, filings), `corpus` only the named ones ("conv-30" or a list), `per_corpus` the first N
+    questions of each, `limit` the first N overall.
 
     The model side: LLM methods (walk, flat, memwalker, fulltext, raptor) use `model` (a model
     string; `model_object`, a `Model`, wins); retrieval methods (bm25, embedding) also answer with it
@@ -135,7 +137,9 @@ def run_eval(
     if kind == "financebench":
         pages_path = Path(pages) if pages else default_pages_path(path)
     dataset = load_dataset(kind, path, pages=pages_path)
-    _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit)
+    names_wanted = [corpus] if isinstance(corpus, str) else list(corpus or [])
+    names_wanted = [n.strip() for c in names_wanted for n in c.split(",") if n.strip()]
+    _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit, names=names_wanted)
     has_model = model is not None or model_object is not None
     params = MethodParams(k=k, budget=budget, model=model, seed=seed, answer=has_model)
     runners = [make_method(n, params) for n in names]
@@ -162,11 +166,26 @@ def run_eval(
         "limit": limit,
         "corpora": corpora,
         "per_corpus": per_corpus,
+        "corpus": names_wanted or None,
         "argv": list(argv) if argv is not None else None,
         "status": "running",
     }
     command = equivalent_command(
-        kind, path, names, out, limit, model, seed, k, budget, pages, db, judge, corpora, per_corpus
+        kind,
+        path,
+        names,
+        out,
+        limit,
+        model,
+        seed,
+        k,
+        budget,
+        pages,
+        db,
+        judge,
+        corpora,
+        per_corpus,
+        names_wanted,
     )
     info = info or {"started": session["started"], "sessions": [], "setup_s": {}}
     info.update(
@@ -179,6 +198,7 @@ def run_eval(
                 "limit": limit,
                 "corpora": corpora,
                 "per_corpus": per_corpus,
+                "corpus": names_wanted or None,
                 "db": str(db) if db else None,
             },
             "resume_key": key,
@@ -338,12 +358,25 @@ def _execute(
     meter.finish()
 
 
-def _subset(dataset: Dataset, *, corpora: int | None, per_corpus: int | None, limit: int | None) -> None:
-    """Keep a named subset of the questions: the first N corpora, N per corpus, N overall."""
+def _subset(
+    dataset: Dataset,
+    *,
+    corpora: int | None,
+    per_corpus: int | None,
+    limit: int | None,
+    names: Sequence[str] = (),
+) -> None:
+    """Keep a named subset of the questions: named corpora, the first N corpora, N per corpus, N overall."""
     for name, value in (("--corpora", corpora), ("--per-corpus", per_corpus), ("--limit", limit)):
         if value is not None and value < 0:
             raise UserError(f"{name} must be 0 or more, got {value}")
     cases = dataset.cases
+    if names:
+        unknown = [n for n in names if n not in dataset.corpora]
+        if unknown:
+            known = ", ".join(list(dataset.corpora)[:12])
+            raise UserError(f"no corpus named {', '.join(unknown)} in {dataset.path} (corpora: {known})")
+        cases = [c for c in cases if c.corpus in names]
     if corpora is not None:
         keep = list(dict.fromkeys(c.corpus for c in cases))[:corpora]
         cases = [c for c in cases if c.corpus in keep]
@@ -715,6 +748,7 @@ def equivalent_command(
     judge: str | None = None,
     corpora: int | None = None,
     per_corpus: int | None = None,
+    corpus: Sequence[str] = (),
 ) -> str:
     """The `knowtree eval` command line that reproduces this run (also for runs started from Python)."""
     args = ["knowtree", "eval", kind, str(path), "--method", ",".join(methods)]
@@ -724,6 +758,8 @@ def equivalent_command(
         args += ["--model", model]
     if judge:
         args += ["--judge", judge]
+    if corpus:
+        args += ["--corpus", ",".join(corpus)]
     if corpora is not None:
         args += ["--corpora", str(corpora)]
     if per_corpus is not None:

@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         per_q.append(rec)
+        if c.id in subset:
+            write(args, kt, rows, per_q, [])
 
     judged = []
     if args.judge:
@@ -188,11 +190,25 @@ def main(argv: list[str] | None = None) -> int:
                     "correct": judge_answer(client, c.question, c.answer or "", pred).correct,
                 }
             judged.append(row)
+            write(args, kt, rows, per_q, judged)
             print(
                 f"judged {c.id}: tree {row['tree']['correct']} full {row.get('full', {}).get('correct')}",
                 file=sys.stderr,
             )
 
+    write(args, kt, rows, per_q, judged)
+    print(
+        Path(args.out).read_text()[:0]
+        + json.dumps(json.loads(Path(args.out).read_text())["summary"], indent=2)
+    )
+    kt.close()
+    return 0
+
+
+def write(
+    args: Any, kt: KnowTree, rows: list[Any], per_q: list[dict[str, Any]], judged: list[dict[str, Any]]
+) -> None:
+    """Summarise and write the result file (also as questions finish, so a killed run keeps them)."""
     summary: dict[str, Any] = {}
     cats = sorted({r["category"] for r in per_q})
     for method in ("bm25", "embedding", "hybrid", "tree", "tree-nav"):
@@ -247,9 +263,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
-    print(json.dumps(summary, indent=2))
-    kt.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -197,10 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     write(args, kt, rows, per_q, judged)
-    print(
-        Path(args.out).read_text()[:0]
-        + json.dumps(json.loads(Path(args.out).read_text())["summary"], indent=2)
-    )
+    print(json.dumps(json.loads(Path(args.out).read_text())["summary"], indent=2))
     kt.close()
     return 0
 

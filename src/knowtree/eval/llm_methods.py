@@ -34,7 +34,7 @@ from knowtree.eval.methods import (
     register_method,
 )
 from knowtree.eval.runtime import answer_from_text
-from knowtree.types import Document, Node, NodeKind, NodeMeta, content_hash
+from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_hash
 
 SEP = "\n\n"
 
@@ -129,6 +129,19 @@ class WalkMethod:
             answer = Walker(nodes, root_id, client, options).ask(case.prompt())
             account(record, client, run_id)
         read = [step.node_id for step in answer.trace if step.action == "read" and step.node_id]
+        return self._record(record, case, ctx, answer, nodes, read, started)
+
+    def _record(
+        self,
+        record: Record,
+        case: Case,
+        ctx: CorpusContext,
+        answer: Answer,
+        nodes: dict[str, Node],
+        read: list[str],
+        started: float,
+    ) -> Record:
+        """Fill a record from a tree answer and the leaves it read (mapped to the dataset's passages)."""
         record.prediction = answer.answer
         record.status = answer.status
         record.retrieved = self._passages(nodes, read)
@@ -172,15 +185,7 @@ class SearchMethod(WalkMethod):
             answer = TreeSearch(nodes, client, options).ask(case.prompt(), [root_id])
             account(record, client, run_id)
         read = [leaf for step in answer.trace if step.action == "read" for leaf in step.options]
-        record.prediction = answer.answer
-        record.status = answer.status
-        record.retrieved = self._passages(nodes, read)
-        record.tokens_read = sum(ctx.tokens(nodes[i].text) for i in dict.fromkeys(read))
-        record.metrics = read_metrics(case, ctx, record.retrieved)
-        scores, record.choice = answer_metrics(case, record.prediction)
-        record.metrics.update(scores)
-        record.wall_s = time.perf_counter() - started
-        return record
+        return self._record(record, case, ctx, answer, nodes, read, started)
 
 
 def _leaves_in_order(nodes: dict[str, Node], root_id: str) -> list[str]:

@@ -104,6 +104,14 @@ def _unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
     raise TypeError(f"a passage is a Passage or an (id, text[, meta]) tuple, got {type(p).__name__}")
 
 
+def connect(path: str) -> sqlite3.Connection:
+    """An autocommit connection for an index file (WAL, so readers never block the writer) or ":memory:"."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
 class LexicalIndex:
     """BM25 search over passages, stored in an SQLite FTS5 table.
 
@@ -129,9 +137,7 @@ class LexicalIndex:
         self.stopwords = stopwords
         self._table = f"lex_{name}"
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn = connect(self.path)
             self._conn.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table} USING fts5("
                 f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{_TOKENIZE}')"

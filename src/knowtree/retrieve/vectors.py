@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knowtree.errors import StoreError, UserError
-from knowtree.retrieve.bm25 import _NAME, PassageLike, _unpack, fingerprint
+from knowtree.retrieve.bm25 import _NAME, PassageLike, _unpack, connect, fingerprint
 from knowtree.retrieve.embed import Embedder, get_embedder
 
 if TYPE_CHECKING:
@@ -47,9 +47,7 @@ class VectorIndex:
         self._ids: list[str] = []
         self._docs: list[str] = []
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn = connect(self.path)
             self._conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table}("
                 "pid TEXT PRIMARY KEY, doc TEXT NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL)"

@@ -303,3 +303,25 @@ def test_cli_ask_mode_search_prints_pages(tmp_path: Path) -> None:
     assert "acme.pdf, p. 3" in r.output
     r = runner.invoke(app, ["ask", "f", "What?", "--mode", "fly", "--db", str(db), "-m", "keyword"])
     assert r.exit_code != 0
+
+
+def test_walk_reads_an_introduction_leaf_beside_subsections_and_terminates(tmp_path: Path) -> None:
+    md = (
+        "# Guide\n\n## Brakes\n\nCheck the brake pads every month.\n\n"
+        "## Chains\n\nOil the chain every week with a light oil, say the chain rules.\n\n"
+        "### Chain tools\n\nUse a chain breaker to shorten the chain.\n\n"
+        "#### Breakers\n\nA breaker pushes the pin out of the link.\n\n"
+        "### Chain wear\n\nReplace a chain stretched by one percent.\n"
+    )
+    path = tmp_path / "guide.md"
+    path.write_text(md, encoding="utf-8")
+    with knowtree.open(tmp_path / "kb.db", model=Counting(), structure="headings", describe=False) as kt:
+        kt.build([str(path)], tree="g")
+        nodes = kt.tree("g").nodes
+        chains = next(n for n in nodes.values() if n.meta.title == "Chains")
+        kinds = [nodes[c].is_leaf for c in chains.children]
+        assert kinds == [True, False, True]  # an introduction leaf beside a subsection with its own
+        answer = kt.tree("g").ask("Which oil should be used on the chain, say the chain rules?", mode="walk")
+    assert answer.status == "complete"
+    assert "light oil" in (answer.answer or "")
+    assert nodes[answer.citations[0].node_id].meta.title == "Chains (introduction)"

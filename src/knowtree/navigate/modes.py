@@ -114,6 +114,29 @@ class StructuredWalker(Walker):
     def _option_text(node: Node) -> str:
         return node.meta.title + " " + Walker._option_text(node)
 
+    def _descend(self, node: Node, question: str, state: _State) -> Node | None:
+        """As the walker's, for trees where a section holds both leaves (its introduction) and
+        subsections: a leaf chosen among sections is read on its own, through a one-leaf view of
+        its section (its own id, so finishing it does not close the real section)."""
+        while True:
+            if node.id in state.dead or node.is_leaf:
+                return None
+            kids = [c for c in node.children if c not in state.dead and c not in state.tried]
+            if not kids:
+                state.dead.add(node.id)
+                return None
+            if all(self.nodes[k].is_leaf for k in kids):
+                if len(kids) == len([c for c in node.children if c not in state.tried]):
+                    return node
+                # the subsections are finished: a view holding only the leaves left to read
+                return node.model_copy(update={"id": f"{node.id}#leaves", "children": kids})
+            child = self._choose(node, kids, question, state)
+            if self.nodes[child].is_leaf:
+                return node.model_copy(update={"id": f"{node.id}#{child}", "children": [child]})
+            found = self._descend(self.nodes[child], question, state)
+            if found is not None:
+                return found
+
 
 def ask_structured(
     tree: Tree,

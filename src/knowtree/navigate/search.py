@@ -109,7 +109,11 @@ class TreeSearch:
         question = question.strip()
         chosen = self.select(question, scope)
         got = self.gather(chosen)
-        if not self.options.answer:
+        if not self.options.answer:  # retrieval only: the trace says what would have been read
+            where = "; ".join(_pages(self.nodes[leaf]) for leaf in got.leaves)
+            self._step(
+                NavStep(action="read", source=where, options=list(got.leaves), outcome="retrieval only")
+            )
             return Answer(question=question, answer=None, status="none", trace=self.trace, usage=self.usage)
         return self.answer(question, got)
 

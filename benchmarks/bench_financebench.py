@@ -40,7 +40,8 @@ DEFAULT_DOCS = [
 
 
 def load_questions(docs: list[str]) -> list[dict]:
-    rows = [json.loads(line) for line in open(DATA / "financebench_dev_questions.jsonl", encoding="utf-8")]
+    with open(DATA / "financebench_dev_questions.jsonl", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
     return [r for r in rows if r["doc_name"] in docs]
 
 

@@ -469,3 +469,19 @@ def test_export_pageindex_and_import_it_back(tmp_path: Path) -> None:
     bad.write_text('{"nothing": 1}', encoding="utf-8")
     result = runner.invoke(app, ["import", str(bad), "--db", str(db)])
     assert result.exit_code == 1 and "bad.json" in result.output
+
+
+def test_rebuilding_an_unchanged_pdf_makes_no_llm_call(tmp_path: Path) -> None:
+    pdf = toc_pdf(tmp_path)
+    db = tmp_path / "kb.db"
+    args = ["build", str(pdf), "--tree", "r", "--db", str(db), "-m", "keyword", "-q"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0 and "2 LLM calls" in first.output  # the table of contents, the description
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and "0 LLM calls" in again.output
+    model = KeywordModel()
+    with knowtree.open(db, model=model) as kt:
+        report = kt.build([str(pdf)], tree="r")
+    assert report.usage.calls == 0 and model.requests == []
+    shown = runner.invoke(app, ["show", "r", "--db", str(db)]).output
+    assert "(pp. 4-5)" in shown and "'2 Revenue'" in shown

@@ -80,7 +80,10 @@ def _when(times: list[str]) -> str:
 
 
 def render_node(node: Node, *, full: bool = False, indent: str = "") -> str:
-    where = ", ".join(f"{s.file}:{s.line_start}-{s.line_end}" for s in node.spans)
+    where = ", ".join(
+        f"{s.file}:{s.line_start}-{s.line_end}" + (f" (pp. {s.page_start}-{s.page_end})" if s.page_start else "")
+        for s in node.spans
+    )
     head = f"{indent}[{node.kind.value}] {node.id}  level {node.level}  {where}"
     if node.meta.time_range:  # conversation memories: when, and the message verbatim for a leaf
         head += f"  [{_when(node.meta.time_range)}]"

@@ -61,7 +61,9 @@ def _run(
 
 @app.command()
 def build(
-    paths: Annotated[list[str], typer.Argument(help="files, directories or glob patterns (.txt, .md)")],
+    paths: Annotated[
+        list[str], typer.Argument(help="files, directories or glob patterns (.txt, .md, .pdf, .docx, .html)")
+    ],
     tree: Annotated[
         str, typer.Option("--tree", "-t", help="name of the tree to build or rebuild")
     ] = "default",

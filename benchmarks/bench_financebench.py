@@ -106,6 +106,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import knowtree
+    from knowtree.errors import KnowtreeError
     from knowtree.navigate.modes import ask_structured
     from knowtree.navigate.walk import WalkOptions
 
@@ -181,14 +182,22 @@ def main() -> int:
                             6000, max((len(n.text) for n in nodes.values() if n.is_leaf), default=0)
                         ),
                     )
-                answer = ask_structured(
-                    tree,
-                    q["question"],
-                    mode=mode,
-                    budget_tokens=args.budget,
-                    walk_options=options,
-                    answer=args.answer or mode == "walk",
-                )
+                try:
+                    answer = ask_structured(
+                        tree,
+                        q["question"],
+                        mode=mode,
+                        budget_tokens=args.budget,
+                        walk_options=options,
+                        answer=args.answer or mode == "walk",
+                    )
+                except KnowtreeError as exc:  # recorded as a miss with its error, never skipped silently
+                    from knowtree.types import Answer
+
+                    answer = Answer(question=q["question"], answer=None, status="none")
+                    failure = f"{type(exc).__name__}: {exc}"
+                else:
+                    failure = None
                 read = pages_read(answer.trace, nodes)
                 row[mode] = {
                     "hit": bool(gold & set(read)),
@@ -201,7 +210,7 @@ def main() -> int:
                     "seconds": round(time.monotonic() - started, 1),
                     "status": answer.status,
                     "answer": answer.answer,
-                    "errors": [s.error for s in answer.trace if s.error],
+                    "errors": [s.error for s in answer.trace if s.error] + ([failure] if failure else []),
                 }
                 k = max(1, len(read))
                 bm = bm25_pages(doc, pages_by_doc[doc], q["question"], k, args.db + ".bm25")

@@ -18,7 +18,7 @@ edited document pays only for the changed sections and their ancestors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -429,6 +429,3 @@ def summarize_node(
         body = "\n\n".join(texts)
     meta, used = extract_leaf(client, f"{node.meta.title}\n\n{body}"[:META_CHARS], taxonomy)
     return meta.model_copy(update={"title": node.meta.title}), used
-
-
-ProgressFn = Callable[[str, int, int], None]

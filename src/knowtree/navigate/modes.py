@@ -30,8 +30,14 @@ def is_structured(nodes: dict[str, Node], root_id: str) -> bool:
     return bool(nodes[root_id].meta.title)
 
 
-def outline_tokens(nodes: dict[str, Node]) -> int:
-    return sum(len(n.meta.title) + 24 + min(len(n.meta.summary), 160) for n in nodes.values()) // 4
+def outline_tokens(nodes: dict[str, Node], top: str) -> int:
+    """About how many tokens the outline below `top` takes (a line per node: title, pages, summary)."""
+    total, stack = 0, [top]
+    while stack:
+        n = nodes[stack.pop()]
+        total += len(n.meta.title) + 24 + min(len(n.meta.summary), 160)
+        stack.extend(n.children)
+    return total // 4
 
 
 MODES = ("auto", "walk", "search")
@@ -53,7 +59,7 @@ def pick_mode(mode: str, nodes: dict[str, Node], root_id: str, context_window: i
         return mode
     if not is_structured(nodes, root_id):
         return "walk"
-    return "search" if outline_tokens(nodes) <= context_window // 2 else "walk"
+    return "search" if outline_tokens(nodes, root_id) <= context_window // 2 else "walk"
 
 
 def expert_notes(tree: Tree, question: str, limit: int = 3) -> list[str]:
@@ -157,7 +163,7 @@ def ask_structured(
     nodes = tree.nodes
     root_id = tree.root.id
     model = kt.model
-    mode = pick_mode(mode, nodes, root_id, model.context_window)
+    check_choice(mode, strategy)
     run_id = kt.store.start_run("ask", tree.name, detail=question[:500])
     client = kt.client(run_id)
     started = time.monotonic()
@@ -190,7 +196,9 @@ def ask_structured(
             scopes = [[i.node_id] for i in chosen][:3]
         answer_obj: Answer | None = None
         for scope in scopes:
-            if mode == "search":
+            # auto decides per document: a collection's outline is never shown whole
+            scope_mode = pick_mode(mode, nodes, scope[0], model.context_window)
+            if scope_mode == "search":
                 searcher = TreeSearch(
                     nodes,
                     client,

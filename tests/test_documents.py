@@ -485,3 +485,21 @@ def test_rebuilding_an_unchanged_pdf_makes_no_llm_call(tmp_path: Path) -> None:
     assert report.usage.calls == 0 and model.requests == []
     shown = runner.invoke(app, ["show", "r", "--db", str(db)]).output
     assert "(pp. 4-5)" in shown and "'2 Revenue'" in shown
+
+
+def test_toc_heading_and_document_title_entries_are_not_sections(tmp_path: Path) -> None:
+    reply = {
+        "is_toc": True,
+        "entries": [
+            {"title": "Table of Contents", "page": None, "level": 1},
+            {"title": "Example Corp", "page": None, "level": 2},
+            {"title": "1 Overview", "page": 1, "level": 3},
+            {"title": "2 Revenue", "page": 2, "level": 3},
+            {"title": "3 Outlook", "page": 4, "level": 3},
+        ],
+    }
+    with knowtree.open(tmp_path / "kb.db", model=Counting({"toc": reply}), describe=False) as kt:
+        kt.build([str(toc_pdf(tmp_path))], tree="r")
+        tree = kt.tree("r")
+        top = [tree.nodes[c].meta.title for c in tree.root.children]
+    assert top == ["(front matter)", "1 Overview", "2 Revenue", "3 Outlook"]

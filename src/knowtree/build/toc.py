@@ -190,7 +190,20 @@ def _read_toc(doc: StructuredDocument, pages: list[int], client: LLMClient) -> t
     except ModelOutputError as exc:
         return [], exc.usage if isinstance(exc.usage, Usage) else Usage()
     reply = result.value
-    return (reply.entries if reply.is_toc else []), result.usage
+    return (clean_entries(reply.entries) if reply.is_toc else []), result.usage
+
+
+_TOC_HEADINGS = {"tableofcontents", "contents", "index", "page"}
+
+
+def clean_entries(entries: list[TocEntry]) -> list[TocEntry]:
+    """Drop what a table of contents shows that is not a section: its own heading, and leading
+    entries that would hold every other entry (the document's title: a section that is the whole
+    document adds a level and nothing else)."""
+    out = [e for e in entries if "".join(ch for ch in e.title.lower() if ch.isalnum()) not in _TOC_HEADINGS]
+    while len(out) > 2 and all(e.level > out[0].level for e in out[1:]):
+        out = out[1:]
+    return out
 
 
 def place_entries(

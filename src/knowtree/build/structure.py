@@ -197,10 +197,21 @@ class _Planner:
             by_id = {p.id: p for p in self.plans}
             groups = balanced_groups(ids, self.opts.max_children)
             ids = [
-                self.inner(f"{by_id[g[0]].title} … {by_id[g[-1]].title}", g) if len(g) > 1 else g[0]
+                self.inner(self._group_title(title, [by_id[i] for i in g]), g) if len(g) > 1 else g[0]
                 for g in groups
             ]
         return ids
+
+    @staticmethod
+    def _group_title(title: str, kids: list[_Plan]) -> str:
+        """Parts of one split section: the section's title with the parts' range; else first … last."""
+        import re
+
+        parts = [re.search(r"\(part (\d+)/(\d+)", k.title) for k in kids]
+        if all(parts) and all(k.title.startswith(title) for k in kids):
+            first, last = parts[0], parts[-1]
+            return f"{title} (parts {first.group(1)}-{last.group(1)}/{first.group(2)})"  # type: ignore[union-attr]
+        return f"{kids[0].title} … {kids[-1].title}"
 
     def section(self, sec: _Sec) -> list[str]:
         if not sec.kids:

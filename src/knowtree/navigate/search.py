@@ -4,7 +4,9 @@
    in one call, which returns `{thinking, node_list}` (constrained to the numbers shown).
    When the outline would not fit the model's context, it is shown level by level: the top levels
    first, then the children of the chosen nodes, a bounded number of rounds.
-2. The leaves under the chosen nodes, in order of choice, are read until `budget_tokens` is spent.
+2. The leaves under the chosen nodes, in order of choice, are read until `budget_tokens` is spent;
+   a chosen section larger than the budget is read best parts first (BM25 against the question).
+   Parts of a split section are shown in the outline by their opening words, not their repeated title.
 3. One answer call over those sources returns a quote and an answer; the quote must be found in a
    source and the answer grounded there (`evidence.supported`), else the answer is not "complete".
    Citations name the file and the physical page(s) the quote is on.
@@ -12,7 +14,10 @@
 
 from __future__ import annotations
 
+import math
+import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,11 +107,14 @@ class TreeSearch:
         self.on_step = on_step
         self.trace: list[NavStep] = []
         self.usage = Usage()
+        self._header: str | None = None
+        self.question = ""
 
     # -- public --------------------------------------------------------------------------------
     def ask(self, question: str, scope: list[str]) -> Answer:
         """Answer from the subtrees under `scope` (the root, or the documents chosen in a collection)."""
         question = question.strip()
+        self.question = question
         chosen = self.select(question, scope)
         got = self.gather(chosen)
         if not self.options.answer:  # retrieval only: the trace says what would have been read
@@ -145,10 +153,25 @@ class TreeSearch:
 
     def _line(self, i: int, nid: str, depth: int) -> str:
         node = self.nodes[nid]
-        line = f"{'  ' * depth}[{i}] {_clip(_title(node), 100)} ({_pages(node)})"
+        title = _title(node)
+        if node.is_leaf and _PART.search(title) and not node.meta.summary:
+            # a part of a split section: its title only repeats the section's, its opening says more
+            title = f"{_PART.search(title).group(1)}: {self._opening(node)}"  # type: ignore[union-attr]
+        line = f"{'  ' * depth}[{i}] {_clip(title, 100)} ({_pages(node)})"
         if node.meta.summary and node.meta.title:
             line += f": {_clip(node.meta.summary, self.options.summary_chars)}"
         return line
+
+    def _opening(self, node: Node) -> str:
+        """The first words of a leaf, past a running header (a first line most pages share)."""
+        if self._header is None:
+            firsts = Counter(_first_line(n.text) for n in self.nodes.values() if n.is_leaf and n.text)
+            line, count = firsts.most_common(1)[0] if firsts else ("", 0)
+            self._header = line if count >= 3 and count >= 0.3 * sum(firsts.values()) else ""
+        lines = [ln.strip() for ln in node.text.splitlines() if ln.strip() and ln.strip() != "\f"]
+        if lines and self._header and lines[0] == self._header:
+            lines = lines[1:]
+        return _clip(" ".join(lines), 70)
 
     def _fit_depth(self, tops: list[str]) -> int | None:
         """The deepest outline that fits the outline budget (None: all of it; at least the tops)."""
@@ -277,7 +300,7 @@ class TreeSearch:
         budget = self.options.budget_tokens * CHARS_PER_TOKEN
         got = Retrieved()
         # breadth over depth: the first leaf of every chosen section before the second of any
-        queues = [self.leaves_under(c) for c in chosen]
+        queues = [self._ranked(self.leaves_under(c), budget) for c in chosen]
         order: list[str] = []
         while any(queues):
             for q in queues:
@@ -290,6 +313,14 @@ class TreeSearch:
             got.leaves.append(leaf)
             got.chars += min(size, budget)
         return got
+
+    def _ranked(self, leaves: list[str], budget: int) -> list[str]:
+        """A chosen section larger than the budget is read best parts first: its leaves ranked by
+        BM25 against the question (reading order among equals); a section that fits is read in order."""
+        if sum(len(self.nodes[leaf].text) for leaf in leaves) <= budget or not self.question:
+            return list(leaves)
+        scores = bm25_scores(self.question, [self.nodes[leaf].text for leaf in leaves])
+        return [leaves[i] for i in sorted(range(len(leaves)), key=lambda i: -scores[i])]
 
     # -- 3. answer -----------------------------------------------------------------------------
     def answer(self, question: str, got: Retrieved) -> Answer:
@@ -385,6 +416,36 @@ class TreeSearch:
             trace=self.trace,
             usage=self.usage,
         )
+
+
+_PART = re.compile(r"\((part \d+/\d+)[,)]")
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != "\f"), "")
+
+
+def bm25_scores(query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """BM25 of each text against the query, the texts themselves as the collection."""
+    from knowtree.retrieve.bm25 import STOPWORDS
+
+    docs = [_TOKEN.findall(t.lower()) for t in texts]
+    terms = [t for t in dict.fromkeys(_TOKEN.findall(query.lower())) if t not in STOPWORDS]
+    n = len(docs)
+    avg = sum(map(len, docs)) / max(n, 1) or 1.0
+    counts = [Counter(d) for d in docs]
+    out = []
+    for d, c in zip(docs, counts, strict=True):
+        score = 0.0
+        for t in terms:
+            df = sum(1 for cc in counts if t in cc)
+            if not df or not c[t]:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * c[t] * (k1 + 1) / (c[t] + k1 * (1 - b + b * len(d) / avg))
+        out.append(score)
+    return out
 
 
 def cite(leaf: Node, quote: str) -> Citation:

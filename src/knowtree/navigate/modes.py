@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from knowtree.navigate.search import SearchOptions, TreeSearch, cite
+from knowtree.navigate.search import Openings, SearchOptions, TreeSearch, cite
 from knowtree.navigate.walk import EventSink, Walker, WalkOptions, _State
 from knowtree.types import Answer, NavStep, Node, Usage
 
@@ -104,6 +104,11 @@ class StructuredWalker(Walker):
         super().__init__(*args, **kwargs)
         self.expert = expert or []
         self.prepare = prepare
+        self.openings = Openings(self.nodes)
+
+    def _short_meta(self, node: Node) -> Any:  # type: ignore[override]
+        meta = Walker._short_meta(node)
+        return meta.model_copy(update={"title": self.openings.title(node)}) if meta.title else meta
 
     def _memory(self, state: _State) -> str:
         base = super()._memory(state)

@@ -107,7 +107,7 @@ class TreeSearch:
         self.on_step = on_step
         self.trace: list[NavStep] = []
         self.usage = Usage()
-        self._header: str | None = None
+        self.openings = Openings(nodes)
         self.question = ""
 
     # -- public --------------------------------------------------------------------------------
@@ -153,25 +153,10 @@ class TreeSearch:
 
     def _line(self, i: int, nid: str, depth: int) -> str:
         node = self.nodes[nid]
-        title = _title(node)
-        if node.is_leaf and _PART.search(title) and not node.meta.summary:
-            # a part of a split section: its title only repeats the section's, its opening says more
-            title = f"{_PART.search(title).group(1)}: {self._opening(node)}"  # type: ignore[union-attr]
-        line = f"{'  ' * depth}[{i}] {_clip(title, 100)} ({_pages(node)})"
+        line = f"{'  ' * depth}[{i}] {_clip(self.openings.title(node), 100)} ({_pages(node)})"
         if node.meta.summary and node.meta.title:
             line += f": {_clip(node.meta.summary, self.options.summary_chars)}"
         return line
-
-    def _opening(self, node: Node) -> str:
-        """The first words of a leaf, past a running header (a first line most pages share)."""
-        if self._header is None:
-            firsts = Counter(_first_line(n.text) for n in self.nodes.values() if n.is_leaf and n.text)
-            line, count = firsts.most_common(1)[0] if firsts else ("", 0)
-            self._header = line if count >= 3 and count >= 0.3 * sum(firsts.values()) else ""
-        lines = [ln.strip() for ln in node.text.splitlines() if ln.strip() and ln.strip() != "\f"]
-        if lines and self._header and lines[0] == self._header:
-            lines = lines[1:]
-        return _clip(" ".join(lines), 70)
 
     def _fit_depth(self, tops: list[str]) -> int | None:
         """The deepest outline that fits the outline budget (None: all of it; at least the tops)."""
@@ -420,6 +405,32 @@ class TreeSearch:
 
 _PART = re.compile(r"\((part \d+/\d+)[,)]")
 _TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class Openings:
+    """How a navigator is shown a part of a split section: its part number and opening words
+    (past a running header, a first line most pages share) instead of the section's title again."""
+
+    def __init__(self, nodes: dict[str, Node]) -> None:
+        self.nodes = nodes
+        self._header: str | None = None
+
+    def title(self, node: Node) -> str:
+        title = _title(node)
+        m = _PART.search(title)
+        if node.is_leaf and m and not node.meta.summary:
+            return f"{m.group(1)}: {self.opening(node)}"
+        return title
+
+    def opening(self, node: Node) -> str:
+        if self._header is None:
+            firsts = Counter(_first_line(n.text) for n in self.nodes.values() if n.is_leaf and n.text)
+            line, count = firsts.most_common(1)[0] if firsts else ("", 0)
+            self._header = line if count >= 3 and count >= 0.3 * sum(firsts.values()) else ""
+        lines = [ln.strip() for ln in node.text.splitlines() if ln.strip() and ln.strip() != "\f"]
+        if lines and self._header and lines[0] == self._header:
+            lines = lines[1:]
+        return _clip(" ".join(lines), 70)
 
 
 def _first_line(text: str) -> str:

@@ -33,7 +33,8 @@ def render() -> str:
         s = json.loads(summary_path.read_text(encoding="utf-8"))
         run = summary_path.parent.name
         for name, m in s["methods"].items():
-            build = (m.get("setup_calls") or {}).get("calls", 0)
+            setup = m.get("setup_calls") or {}
+            build = setup.get("calls", 0) + setup.get("cached", 0)  # shared builds count for each method
             calls = m.get("llm_calls_mean") or 0.0
             lines.append(
                 f"| {run} | {name} | {m['questions']} | {_f(m['accuracy'])} | {_f(m.get('judged'))} "

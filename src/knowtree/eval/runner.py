@@ -621,6 +621,13 @@ def _headline_numbers(s: dict[str, Any]) -> dict[str, Any]:
     return {k: s[k] for k in (*keys, "tokens_read_mean", "llm_calls", "wall_s", "setup_s", "setup_calls")}
 
 
+def _build_requests(stats: dict[str, Any]) -> int:
+    """Requests made to build a method's per-corpus structures, whichever method's build warmed the cache
+    (walk, flat, memwalker and search share one tree)."""
+    calls = stats.get("setup_calls") or {}
+    return int(calls.get("calls", 0)) + int(calls.get("cached", 0))
+
+
 def _f(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -645,7 +652,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
         else:
             parts.append(f"hit rate@{k}: n/a (no evidence ids in this dataset)")
         parts.append(f"tokens read: {_f(s['tokens_read_mean'], 0)}/question")
-        setup_calls = s.get("setup_calls", {}).get("calls", 0)
+        setup_calls = _build_requests(s)
         parts.append(f"LLM calls: {s['llm_calls']}" + (f" + {setup_calls} to build" if setup_calls else ""))
         parts.append(f"wall: {s['wall_s']:.1f}s + {s['setup_s']:.1f}s setup")
         if s["errors"]:
@@ -682,7 +689,7 @@ def render_summary(summary: dict[str, Any], info: dict[str, Any] | None = None) 
     )
     lines += ["", header, "|" + "---|" * 17]
     for name, s in summary["methods"].items():
-        build = s.get("setup_calls", {}).get("calls", 0)
+        build = _build_requests(s)
         lines.append(
             f"| {name} | {s['questions']} | {_f(s['accuracy'])} | {_f(s['em'])} | {_f(s['f1'])} "
             f"| {_f(s['judged'])} | {_f(s['hit_rate'])} | {_f(s['recall'])} | {_f(s['recall_budget'])} "

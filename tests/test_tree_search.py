@@ -325,3 +325,26 @@ def test_walk_reads_an_introduction_leaf_beside_subsections_and_terminates(tmp_p
     assert answer.status == "complete"
     assert "light oil" in (answer.answer or "")
     assert nodes[answer.citations[0].node_id].meta.title == "Chains (introduction)"
+
+
+def test_auto_without_descriptions_falls_back_to_semantic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import knowtree.retrieve.vectors as vectors
+    from knowtree.retrieve import embed
+
+    monkeypatch.setattr(vectors, "get_embedder", lambda name="static": embed.HashEmbedder())
+    db = tmp_path / "kb.db"
+    with knowtree.open(db, model=Counting(), describe=False) as kt:
+        for name, company, year, revenue in (("acme.pdf", "Acme", 2021, 42), ("bolt.pdf", "Bolt", 2021, 77)):
+            kt.build(
+                [str(filing(tmp_path, name, company, year, revenue))],
+                tree="c",
+                add=True,
+                meta={"year": str(year)},
+            )
+    model = Counting({"collection_filter": {"year": ""}})
+    with knowtree.open(db, model=model) as kt:
+        answer = kt.tree("c").ask("Bolt sells bicycles: what total revenue do the financial statements show?")
+    assert "metadata matched no document; semantic:" in answer.trace[0].outcome
+    assert "bolt.pdf" in answer.trace[0].outcome.split(";")[1].split(",")[0]

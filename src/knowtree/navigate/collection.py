@@ -10,8 +10,9 @@ Strategies (the user may force one; `auto` picks):
   Σ score / √(N+1) (N: that document's leaves among them), so one strong document beats many
   weak mentions; the best documents (within 60 % of the top score, at most `max_docs`) are chosen.
 
-`auto`: metadata when the documents have some, falling back to descriptions when no document matches;
-descriptions when there are no metadata; semantic when neither exists.
+`auto`: metadata when the documents have some, falling back to descriptions (or, without
+descriptions, semantic scoring) when no document matches; descriptions when there are no metadata;
+semantic when neither exists.
 """
 
 from __future__ import annotations
@@ -70,10 +71,17 @@ def select_documents(
     if strategy == "auto":
         if any(i.meta for i in infos):
             sel = by_metadata(question, infos, client, max_docs=max_docs)
-            if sel.docs or not any(i.description for i in infos):
+            if sel.docs:
                 return sel
-            fallback = by_description(question, infos, client, max_docs=max_docs)
+            if any(i.description for i in infos):
+                fallback = by_description(question, infos, client, max_docs=max_docs)
+            else:
+                assert nodes is not None
+                fallback = by_semantic(
+                    question, infos, nodes, max_docs=max_docs, index_path=index_path, index_name=index_name
+                )
             fallback.usage.add(sel.usage)
+            fallback.step.reason = f"{sel.step.reason}; {fallback.step.reason}".strip("; ")
             fallback.step.outcome = f"metadata matched no document; {fallback.step.outcome}"
             return fallback
         if any(i.description for i in infos):

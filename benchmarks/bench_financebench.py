@@ -240,6 +240,30 @@ def main() -> int:
     return 0
 
 
+def render(paths: list[str]) -> str:
+    """A markdown table from result files (one row per method; BM25 at the method's own page budget)."""
+    lines = [
+        "| method | questions | evidence page hit | pages read/q | text tokens read/q | LLM calls/q | model tokens/q | wall s/q |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        summ = data.get("summary") or {}
+        for key, s in summ.items():
+            if not isinstance(s, dict):
+                continue
+            if "mean_pages_read" in s:
+                lines.append(
+                    f"| {key} | {s['n']} | {s['hit_rate']:.3f} | {s['mean_pages_read']} | {s['mean_text_tokens']:.0f} "
+                    f"| {s['mean_llm_calls']} | {s['mean_model_tokens']:.0f} | {s['mean_seconds']} |"
+                )
+            else:
+                lines.append(
+                    f"| {key} (BM25, k = {s['mean_k']} pages) | {s['n']} | {s['hit_rate']:.3f} | {s['mean_k']} | – | 0 | 0 | <0.1 |"
+                )
+    return "\n".join(lines)
+
+
 def summarize(out: dict) -> None:
     qs = out["questions"]
     summary: dict = {"questions": len(qs), "documents": len(out["documents"])}
@@ -257,4 +281,7 @@ def summarize(out: dict) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--render":
+        print(render(sys.argv[2:]))
+        sys.exit(0)
     sys.exit(main())

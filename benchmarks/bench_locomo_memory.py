@@ -11,7 +11,7 @@ token budget (tokens ≈ characters / 4 for every method):
 * ``embedding``: the shipped static embedder, cosine top-k over turns, same budget;
 * ``hybrid``: the memory's own hybrid search (BM25 + embeddings over messages and topic summaries,
   reciprocal-rank fusion), no model call;
-* ``tree`` (on a category-stratified subset: the first N questions of each category, in file order):
+* ``tree`` (on a category-stratified subset: N questions of each category, evenly spaced in file order):
   the model walks the topic tree to one topic (its messages, counted as ``tree-nav``), then the budget
   is filled by hybrid search (``tree``); LLM calls and their tokens are recorded.
 
@@ -63,13 +63,16 @@ def score(got: list[str], gold: list[str], texts: dict[str, str]) -> dict[str, f
 
 
 def stratified(cases: list[Any], per_category: int) -> list[Any]:
-    seen: dict[str, int] = defaultdict(int)
-    out = []
+    """`per_category` questions of each category, evenly spaced through the file (so they come from
+    the whole conversation, not its first sessions), in file order."""
+    by_cat: dict[str, list[Any]] = defaultdict(list)
     for c in cases:
-        if seen[c.category] < per_category:
-            seen[c.category] += 1
-            out.append(c)
-    return out
+        by_cat[c.category].append(c)
+    chosen = set()
+    for group in by_cat.values():
+        k = min(per_category, len(group))
+        chosen.update(id(group[int((i + 0.5) * len(group) / k)]) for i in range(k))
+    return [c for c in cases if id(c) in chosen]
 
 
 def main(argv: list[str] | None = None) -> int:

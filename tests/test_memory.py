@@ -487,3 +487,27 @@ def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path) -> Non
     read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read")
     assert len(tokens) > 3 and kinds.index("token") < read_step  # during the answer call, not after
     assert "".join(tokens) in events[-1]["answer"].answer and "Lisbon" in "".join(tokens)
+
+
+def test_a_summary_answer_not_grounded_in_the_summaries_descends_to_messages(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        _chat(kt)
+    keyword = KeywordModel()
+    summary_replies: list[str] = []
+
+    def model(request: Request) -> Any:
+        prompt = request.messages[-1].content
+        if request.schema_name == "memory_choose" and "0: the summaries" in prompt:
+            return {"reason": "the summaries say it", "choice": 0}
+        if request.schema_name == "memory_answer" and "These are topic summaries" in prompt:
+            summary_replies.append(prompt)
+            number = int(prompt.split("Messages:\n[", 1)[1].split("]", 1)[0])
+            return {"found": True, "answer": str(number + 198), "messages": [number], "superseded": []}
+        return keyword.fn(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        answer = _mem(kt).ask("Where did Ann's sister Beth move for her job?")
+    assert summary_replies  # the summaries were tried first
+    assert any(s.error and "not in the cited summaries" in s.error for s in answer.trace)
+    assert answer.trace[-1].action == "read" and "Lisbon" in (answer.answer or "")
+    assert answer.citations[0].line_start == 61

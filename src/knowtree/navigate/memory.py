@@ -656,11 +656,15 @@ class MemoryNavigator:
         reply = result.value
         starts = {k.spans[0].line_start: k for k in kids}
         used = [starts[p] for p in dict.fromkeys(reply.messages) if p in starts]
-        step.outcome = (
-            "answered from summaries" if reply.found and used else "summaries do not answer it: descending"
-        )
+        # grounded or not at all: the answer's words must be in the summaries it cites (a small model
+        # may answer with a part's number, say), else the walk descends to the messages
+        grounded = bool(used) and lexical_score(reply.answer, " ".join(k.meta.summary for k in used)) > 0
+        ok = reply.found and grounded and bool(reply.answer.strip())
+        step.outcome = "answered from summaries" if ok else "summaries do not answer it: descending"
+        if reply.found and used and not grounded:
+            step.error = f"answer {reply.answer!r} is not in the cited summaries"
         self._step(total, step, result.usage, started)
-        if not (reply.found and used and reply.answer.strip()):
+        if not ok:
             return None
         citations = []
         for k in used:

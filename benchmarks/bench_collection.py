@@ -25,14 +25,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("KT_DATA", ROOT.parent / "shared" / "data"))
-DEFAULT_QUESTIONS = ["financebench_id_01275", "financebench_id_04458"]  # Best Buy FY2023, Netflix FY2015
+DEFAULT_QUESTIONS = ["financebench_id_08286", "financebench_id_04458"]  # Amazon FY2019, Netflix FY2015
 # built from their PDFs (their structure calls are cached by bench_financebench on the same database)
 PDF_DOCS = [
-    "BESTBUY_2023_10K",
-    "Pfizer_2023Q2_10Q",
-    "ADOBE_2022_10K",
-    "JOHNSON_JOHNSON_2022Q4_EARNINGS",
     "NETFLIX_2015_10K",
+    "AMAZON_2019_10K",
+    "AMCOR_2023Q2_10Q",
+    "FOOTLOCKER_2022_8K_dated_2022-08-19",
+    "JOHNSON_JOHNSON_2022Q4_EARNINGS",
 ]
 
 

@@ -511,3 +511,28 @@ def test_a_summary_answer_not_grounded_in_the_summaries_descends_to_messages(tmp
     assert any(s.error and "not in the cited summaries" in s.error for s in answer.trace)
     assert answer.trace[-1].action == "read" and "Lisbon" in (answer.answer or "")
     assert answer.citations[0].line_start == 61
+
+
+def test_cli_agent_json_is_a_plain_answer(tmp_path: Path) -> None:
+    cli = CliRunner()
+    db = str(tmp_path / "kb.db")
+    p = tmp_path / "chat.jsonl"
+    rows = [m for i in range(4) for m in exchange(i)]
+    rows.append(
+        {
+            "role": "user",
+            "name": "Ann",
+            "content": "My sister Beth moved to Lisbon.",
+            "timestamp": "9 May 2023",
+        }
+    )
+    p.write_text("\n".join(json.dumps(m) for m in rows) + "\n")
+    assert (
+        cli.invoke(app, ["chat", "add", "c", str(p), "--db", db, "--model", "keyword", "-q"]).exit_code == 0
+    )
+    r = cli.invoke(
+        app, ["ask", "c", "Where did Beth move?", "--db", db, "--model", "keyword", "--agent", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["status"] == "complete" and data["citations"][0]["line_start"] == 9

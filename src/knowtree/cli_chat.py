@@ -102,8 +102,9 @@ def ask_streaming(
         show_answer(t.ask(question, on_step=show_step))
         return
     mem = kt.memory(tree)  # type: ignore[attr-defined]
-    if not stream:
-        show_answer(mem.ask(question, mode="agent"))
+    if not stream:  # --agent alone: printed like any answer
+        answer = mem.ask(question, mode="agent")
+        typer.echo(answer.model_dump_json(indent=2) if as_json else render_answer(answer, trace=trace))
         return
 
     async def consume() -> None:

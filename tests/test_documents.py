@@ -503,3 +503,35 @@ def test_toc_heading_and_document_title_entries_are_not_sections(tmp_path: Path)
         tree = kt.tree("r")
         top = [tree.nodes[c].meta.title for c in tree.root.children]
     assert top == ["(front matter)", "1 Overview", "2 Revenue", "3 Outlook"]
+
+
+def test_a_toc_reply_of_cover_headings_only_is_not_trusted(tmp_path: Path) -> None:
+    pages = [
+        ["Example Corp", "FORM 10-K", "Table of Contents", "1 Overview 1", "2 Revenue 2", "3 Outlook 4"],
+        ["1 Overview", "We make bicycles.", *filler("overview", 3)],
+        ["2 Revenue", "Revenue was 42 million dollars.", *filler("revenue", 3)],
+        [*filler("revenue", 6)],
+        [*filler("outlook", 6)],
+        [*filler("outlook", 6)],
+    ]
+    pdf = make_pdf(tmp_path / "cover.pdf", pages)
+    headings_only = {
+        "is_toc": True,
+        "entries": [
+            {"title": "Example Corp", "page": None, "level": 2},
+            {"title": "FORM 10-K", "page": None, "level": 2},
+        ],
+    }
+    proposed = {
+        "sections": [
+            {"title": "1 Overview", "page": 2, "level": 1},
+            {"title": "2 Revenue", "page": 3, "level": 1},
+        ]
+    }
+    model = Counting({"toc": headings_only, "structure": proposed})
+    with knowtree.open(tmp_path / "kb.db", model=model, describe=False) as kt:
+        kt.build([str(pdf)], tree="r")
+        got = titles_pages(kt.tree("r"))
+        source = kt.store._query("SELECT source FROM doc_info WHERE tree = 'r'")[0][0]
+    assert model.count("toc") == 1 and model.count("structure") == 1
+    assert source == "llm" and got["2 Revenue"] == (3, 6)

@@ -33,6 +33,7 @@ SCAN_PAGES = 12  # a table of contents is looked for in the first pages only
 MAX_TOC_PAGES = 3
 REPAIR_WINDOW = 3  # pages searched each way when an entry's title is not on its page
 MIN_VERIFIED = 0.5  # share of entries that must verify for the TOC to be used
+MIN_SPREAD = 0.2  # the verified entries must span at least this share of the pages
 TOC_CHARS = 6000
 PAGES_PER_CALL = 40
 PAGE_OPENING = 160
@@ -242,6 +243,11 @@ def place_entries(
             placed.append((title, e.level, page))
             last = page
     if len(placed) < 2 or len(placed) < MIN_VERIFIED * len(entries):
+        return None
+    pages = [p for _, _, p in placed]
+    # a contents page whose entries all land together (the cover's headings read as entries) does
+    # not describe the document: the structure is looked for another way
+    if len(set(pages)) < 2 or max(pages) - min(pages) < MIN_SPREAD * n:
         return None
     return placed
 

@@ -141,10 +141,13 @@ def test_resumed_run_reasks_no_finished_question(tmp_path: Path) -> None:
     data = write_dataset(tmp_path)
     out = tmp_path / "out"
     first = Counting()
-    run_eval("jsonl", data, ALL, out, limit=1, model_object=first, embedder="hash", progress=False)
+    one = run_eval("jsonl", data, ALL, out, limit=1, model_object=first, embedder="hash", progress=False)
     assert first.seen and len(_records(out)) == 9
     second = Counting()
-    run_eval("jsonl", data, ALL, out, model_object=second, embedder="hash", progress=False)
+    two = run_eval("jsonl", data, ALL, out, model_object=second, embedder="hash", progress=False)
+    # the builds were prepared again from the cache: counted once, not twice
+    for method in ("walk", "raptor"):
+        assert two["methods"][method]["setup_calls"] == one["methods"][method]["setup_calls"]
     assert len(_records(out)) == 27
     # the finished question was not asked again (and the builds came back from the cache)
     asked = [m.content for r in second.seen for m in r.messages]

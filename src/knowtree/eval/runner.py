@@ -246,13 +246,10 @@ def run_eval(
             f"eval {kind}: {len(dataset.cases)} question(s) × {len(runners)} method(s), "
             f"{len(pending)} to run{again}"
         )
-    setup: dict[str, float] = info["setup_s"]
-    setup_calls: dict[str, dict[str, int]] = info.setdefault("setup_calls", {})
+    setup: dict[str, dict[str, Any]] = info.setdefault("setup_by", {})
     meter = _Progress(len(pending), sink, progress_every, k, on_tick)
     try:
-        _execute(
-            pending, dataset, out / RESULTS, done, setup, setup_calls, db, tokenizer, meter, runtime, embedder
-        )
+        _execute(pending, dataset, out / RESULTS, done, setup, db, tokenizer, meter, runtime, embedder)
         if has_model:
             session["model_id"] = runtime.model_id
     except BaseException as exc:
@@ -263,7 +260,9 @@ def run_eval(
     finally:
         runtime.close()
     records = [done[(m.name, c.id)] for m in runners for c in dataset.cases if (m.name, c.id) in done]
-    summary = summarize(records, names, k=k, budget=budget, setup=setup, setup_calls=setup_calls)
+    setup_s, setup_calls = _setup_totals(setup, info.get("setup_s", {}))
+    info["setup_s"], info["setup_calls"] = setup_s, setup_calls
+    summary = summarize(records, names, k=k, budget=budget, setup=setup_s, setup_calls=setup_calls)
     summary.update(
         {
             "kind": kind,
@@ -301,8 +300,7 @@ def _execute(
     dataset: Dataset,
     results: Path,
     done: dict[tuple[str, str], Record],
-    setup: dict[str, float],
-    setup_calls: dict[str, dict[str, int]],
+    setup: dict[str, dict[str, Any]],
     db: str | Path | None,
     tokenizer: Tokenizer | None,
     meter: _Progress,
@@ -336,12 +334,13 @@ def _execute(
                     started = time.perf_counter()
                     meter.note(f"{method.name}: preparing {case.corpus}")
                     prepare(ctx)
-                    setup[method.name] = setup.get(method.name, 0.0) + time.perf_counter() - started
                     prepared.add((method.name, case.corpus))
-                    for name, usage in ctx.setup_usage.items():
-                        total = setup_calls.setdefault(name, {})
-                        for key, value in usage.items():
-                            total[key] = total.get(key, 0) + value
+                    # the first measurement of a (method, corpus) build is its cost; a resumed run that
+                    # prepares again from the cache must not count it twice
+                    key = f"{method.name}|{case.corpus}"
+                    if key not in setup:
+                        usage = ctx.setup_usage.get(method.name, {})
+                        setup[key] = {"s": round(time.perf_counter() - started, 3), **usage}
                     ctx.setup_usage.clear()
                 record = _run_one(method, case, ctx)
                 _judge(record, case, runtime)
@@ -356,6 +355,24 @@ def _execute(
             for ctx in contexts.values():
                 ctx.close()
     meter.finish()
+
+
+def _setup_totals(
+    by: dict[str, dict[str, Any]], legacy: dict[str, float]
+) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
+    """Per-method setup seconds and build calls, summed over corpora (runs before `setup_by`: legacy seconds)."""
+    seconds: dict[str, float] = {
+        m: v for m, v in legacy.items() if not any(k.startswith(m + "|") for k in by)
+    }
+    calls: dict[str, dict[str, int]] = {}
+    for key, entry in by.items():
+        method = key.split("|", 1)[0]
+        seconds[method] = seconds.get(method, 0.0) + float(entry.get("s", 0.0))
+        for name in ("calls", "cached", "tokens"):
+            if name in entry:
+                total = calls.setdefault(method, {})
+                total[name] = total.get(name, 0) + int(entry[name])
+    return seconds, calls
 
 
 def _subset(

@@ -104,29 +104,7 @@ class SQLiteStore:
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
                 )
-                c.executemany(
-                    "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
-                    " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            name,
-                            n.id,
-                            n.kind.value,
-                            n.level,
-                            positions.get(n.id, 0),
-                            parents.get(n.id),
-                            json.dumps(n.children),
-                            n.meta.model_dump_json(),
-                            n.text,
-                            json.dumps([s.model_dump() for s in n.spans]),
-                        )
-                        for n in nodes
-                    ],
-                )
-                c.executemany(
-                    "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
-                    [(name, n.id, _fts_body(n)) for n in nodes],
-                )
+                _insert_nodes(c, name, nodes, parents, positions)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
@@ -251,29 +229,7 @@ class SQLiteStore:
                 gone = [(name, i) for i in [*removed, *(n.id for n in nodes)]]
                 c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
                 c.executemany("DELETE FROM nodes_fts WHERE tree = ? AND id = ?", gone)
-                c.executemany(
-                    "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
-                    " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            name,
-                            n.id,
-                            n.kind.value,
-                            n.level,
-                            positions.get(n.id, 0),
-                            parents.get(n.id),
-                            json.dumps(n.children),
-                            n.meta.model_dump_json(),
-                            n.text,
-                            json.dumps([s.model_dump() for s in n.spans]),
-                        )
-                        for n in nodes
-                    ],
-                )
-                c.executemany(
-                    "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)",
-                    [(name, n.id, _fts_body(n)) for n in nodes],
-                )
+                _insert_nodes(c, name, nodes, parents, positions)
                 c.executemany(
                     "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
                     " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -403,6 +359,38 @@ class SQLiteStore:
             item["usage"] = self.run_usage(str(r[0])).model_dump()
             out.append(item)
         return out
+
+
+def _insert_nodes(
+    c: sqlite3.Connection,
+    name: str,
+    nodes: Sequence[Node],
+    parents: dict[str, str],
+    positions: dict[str, int],
+) -> None:
+    """Write nodes and their full-text rows (the caller deleted any previous rows with these ids)."""
+    c.executemany(
+        "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
+        " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                name,
+                n.id,
+                n.kind.value,
+                n.level,
+                positions.get(n.id, 0),
+                parents.get(n.id),
+                json.dumps(n.children),
+                n.meta.model_dump_json(),
+                n.text,
+                json.dumps([s.model_dump() for s in n.spans]),
+            )
+            for n in nodes
+        ],
+    )
+    c.executemany(
+        "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)", [(name, n.id, _fts_body(n)) for n in nodes]
+    )
 
 
 def _node(row: tuple) -> Node:

@@ -10,7 +10,7 @@ import os
 import re
 
 from knowtree.errors import InputError
-from knowtree.ingest.structure import Section, StructuredDocument, close_sections, make_document
+from knowtree.ingest.structure import StructuredDocument, from_lines
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
@@ -49,13 +49,4 @@ def load_docx(path: str) -> StructuredDocument:
         elif tag == "tbl":
             for row in Table(child, d).rows:
                 lines.append("\t".join(" ".join(c.text.split()) for c in row.cells))
-    text = "\n".join(lines)
-    if not text.strip():
-        raise InputError(path, "DOCX has no text")
-    document = make_document(path, text)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
-    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
-    close_sections(sections, len(text))
-    return StructuredDocument(document=document, sections=sections, source="headings")
+    return from_lines(path, lines, heads, "DOCX has no text")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from knowtree.errors import InputError
-from knowtree.ingest.structure import Section, StructuredDocument, close_sections, make_document
+from knowtree.ingest.structure import StructuredDocument, from_lines
 from knowtree.ingest.text import load_documents
 
 _BLOCKS = ("p", "li", "pre", "td", "th", "dt", "dd", "blockquote", "caption", "figcaption")
@@ -36,13 +36,4 @@ def load_html(path: str) -> StructuredDocument:
         lines.append(text)
     if not lines:  # no block markup at all: the visible text as it is
         lines = [ln.strip() for ln in soup.get_text("\n").splitlines() if ln.strip()]
-    text = "\n".join(lines)
-    if not text.strip():
-        raise InputError(path, "HTML has no visible text")
-    document = make_document(path, text)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
-    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
-    close_sections(sections, len(text))
-    return StructuredDocument(document=document, sections=sections, source="headings")
+    return from_lines(path, lines, heads, "HTML has no visible text")

@@ -88,5 +88,22 @@ def close_sections(sections: list[Section], text_len: int, pages: StructuredDocu
             s.page_end = max(s.page_start or 1, pages.page_of(max(s.start, s.end - 1)) or 1)
 
 
+def from_lines(path: str, lines: list[str], heads: list[tuple[str, int, int]], empty: str) -> StructuredDocument:
+    """A document from text lines and its headings as (title, level, line index); `empty` is the
+    error when there is no text. Shared by the DOCX and HTML loaders."""
+    from knowtree.errors import InputError
+
+    text = "\n".join(lines)
+    if not text.strip():
+        raise InputError(path, empty)
+    document = make_document(path, text)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
+    close_sections(sections, len(text))
+    return StructuredDocument(document=document, sections=sections, source="headings")
+
+
 def is_structured_path(path: str) -> bool:
     return os.path.splitext(path)[1].lower() in STRUCTURED_SUFFIXES

@@ -282,6 +282,18 @@ class MemoryNavigator:
                 stack.extend(node.children)
         return best
 
+    def _answer_call(self, prompt: str) -> Any:
+        """The one answer request (streamed when a token sink is set); callers handle its failure."""
+        assert self.client is not None
+        return self.client.structured(
+            [_system(), Message(role="user", content=prompt)],
+            _Reply,
+            schema=ANSWER_SCHEMA,
+            purpose="memory_answer",
+            max_tokens=220,
+            on_text=AnswerStream(self.on_token) if self.on_token else None,
+        )
+
     def _pos(self, leaf: str) -> int:
         return self.nodes[leaf].spans[0].line_start
 
@@ -517,16 +529,8 @@ class MemoryNavigator:
             source=f"{self.name}: messages " + ", ".join(str(self._pos(m)) for m in ordered),
         )
         started = time.monotonic()
-        assert self.client is not None
         try:
-            result = self.client.structured(
-                [_system(), Message(role="user", content=prompt)],
-                _Reply,
-                schema=ANSWER_SCHEMA,
-                purpose="memory_answer",
-                max_tokens=220,
-                on_text=AnswerStream(self.on_token) if self.on_token else None,
-            )
+            result = self._answer_call(prompt)
         except ModelOutputError as exc:
             if isinstance(exc.usage, Usage):
                 total.usage.add(exc.usage)
@@ -639,16 +643,8 @@ class MemoryNavigator:
         )
         step = NavStep(action="read", node_id=node_id, source=f"{self.name}: summaries of {node.meta.title}")
         started = time.monotonic()
-        assert self.client is not None
         try:
-            result = self.client.structured(
-                [_system(), Message(role="user", content=prompt)],
-                _Reply,
-                schema=ANSWER_SCHEMA,
-                purpose="memory_answer",
-                max_tokens=220,
-                on_text=AnswerStream(self.on_token) if self.on_token else None,
-            )
+            result = self._answer_call(prompt)
         except ModelOutputError as exc:
             step.error = str(exc)
             self._step(total, step, started=started)

@@ -116,6 +116,38 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX experts_scope ON experts(scope);
     """,
+    # (server) tenants, hashed API keys (read-only flag, revocation), background jobs (builds)
+    """
+    CREATE TABLE tenants (
+        name TEXT PRIMARY KEY,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL REFERENCES tenants(name),
+        key_hash TEXT NOT NULL UNIQUE,
+        label TEXT NOT NULL DEFAULT '',
+        read_only INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        revoked_at TEXT
+    );
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tree TEXT NOT NULL,
+        params_json TEXT NOT NULL DEFAULT '{}',
+        state TEXT NOT NULL,
+        progress_json TEXT NOT NULL DEFAULT '{}',
+        report_json TEXT,
+        error TEXT,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX jobs_state ON jobs(state, created);
+    """,
 ]
 
 

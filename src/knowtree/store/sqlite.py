@@ -67,6 +67,17 @@ class SQLiteStore:
         with self._lock:
             return self._conn.execute(sql, args).fetchall()
 
+    # -- plain SQL for modules that own their own tables (server: tenants, keys, jobs) --------
+    def query(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        """Read rows (one statement, under the store's lock)."""
+        return self._query(sql, args)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE … COMMIT, rolled back on error)."""
+        with self._tx() as c:
+            yield c
+
     # -- trees ---------------------------------------------------------------------------------
     def save_tree(
         self,

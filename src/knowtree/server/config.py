@@ -1,0 +1,51 @@
+"""Server settings: where it listens, who may call it, what it accepts."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MiB = 1024 * 1024
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="address to bind")
+    port: int = Field(8080, ge=0, le=65535)
+    auth: Literal["auto", "keys"] = Field(
+        "auto",
+        description="auto: open (no key) while bound to loopback and no API key exists; keys: always require a key",
+    )
+    allowed_roots: list[Path] = Field(
+        default_factory=list, description="directories whose files builds may read (default: none)"
+    )
+    upload_dir: Path | None = Field(None, description="where uploaded files wait for their build job")
+    max_upload_bytes: int = Field(20 * MiB, ge=1, description="largest upload request")
+    max_request_bytes: int = Field(2 * MiB, ge=1, description="largest other request body")
+    rate_per_second: float = Field(20.0, gt=0, description="requests per second per API key (token bucket)")
+    rate_burst: int = Field(60, ge=1, description="bucket size: requests a key may make at once")
+    jobs_worker: bool = Field(True, description="run queued build jobs in this process")
+    mcp: bool = Field(True, description="mount the MCP server (streamable HTTP) at /mcp")
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _resolve(cls, roots: list[Path]) -> list[Path]:
+        return [Path(r).expanduser().resolve() for r in roots]
+
+    @property
+    def open_without_keys(self) -> bool:
+        """Whether a request without a key may act as the local owner (if no key exists yet)."""
+        return self.auth == "auto" and is_loopback(self.host)

@@ -1,0 +1,209 @@
+"""Request and response models of the HTTP API (the OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowtree.types import Answer, Citation, NodeMeta, Span
+
+TREE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+    auth: Literal["open", "keys"]
+    jobs_worker: bool
+
+
+class TreeSummary(BaseModel):
+    name: str
+    kind: str
+    root_id: str | None
+    documents: int
+    nodes: int
+    leaves: int
+    depth: int
+    model: str
+    created: str
+    updated: str
+
+
+class NodeBrief(BaseModel):
+    id: str
+    kind: str
+    level: int
+    title: str
+    summary: str
+    children: int
+    spans: list[Span]
+
+
+class NodeView(BaseModel):
+    tree: str
+    id: str
+    kind: str
+    level: int
+    meta: NodeMeta
+    text: str
+    spans: list[Span]
+    parent: str | None
+    children: list[NodeBrief]
+
+
+class OutlineNode(BaseModel):
+    id: str
+    kind: str
+    title: str
+    summary: str
+    spans: list[Span]
+    children: list[OutlineNode] = Field(default_factory=list)
+    more: int = 0  # children not shown (depth limit)
+
+
+class Outline(BaseModel):
+    tree: TreeSummary
+    root: OutlineNode | None
+
+
+class SearchHit(BaseModel):
+    node_id: str
+    score: float
+    title: str
+    summary: str
+    spans: list[Span]
+
+
+class SearchResult(BaseModel):
+    tree: str
+    query: str
+    hits: list[SearchHit]
+
+
+class AskRequest(Strict):
+    question: str = Field(..., min_length=1, max_length=4000)
+    mode: Literal["walk", "search", "auto", "tree", "agent"] | None = Field(
+        None,
+        description="documents: walk | search | auto; conversation memories: tree (default) | agent",
+    )
+    strategy: Literal["auto", "describe", "metadata", "semantic"] | None = Field(
+        None, description="collections: how documents are picked"
+    )
+    budget_tokens: int | None = Field(None, ge=100, le=100_000, description="tokens of text to read")
+    max_branch_attempts: int | None = Field(None, ge=1, le=20)
+    leaves_per_branch: int | None = Field(None, ge=1, le=20)
+    stream: bool = Field(False, description="answer as Server-Sent Events: step… token… answer")
+
+
+class Evidence(BaseModel):
+    """One piece of evidence: text the caller can put in its own prompt, with where it came from."""
+
+    node_id: str
+    text: str
+    score: float | None = None
+    via: str = Field(..., description="how it was found: tree (a walk), search (lexical/hybrid)")
+    citation: Citation
+
+
+class RetrieveRequest(Strict):
+    question: str = Field(..., min_length=1, max_length=4000)
+    budget_tokens: int = Field(1000, ge=50, le=100_000)
+    use_model: bool = Field(
+        False, description="memories: walk the tree with the model (else hybrid search, no model call)"
+    )
+
+
+class RetrieveResult(BaseModel):
+    tree: str
+    question: str
+    method: str
+    evidence: list[Evidence]
+
+
+class MessageIn(Strict):
+    role: str = Field(..., min_length=1, max_length=32)
+    content: str = Field(..., max_length=200_000)
+    name: str | None = Field(None, max_length=200)
+    timestamp: str | None = Field(None, max_length=64)
+
+
+class AddMessages(Strict):
+    messages: list[MessageIn] = Field(..., min_length=1, max_length=5000)
+    batch_size: int | None = Field(None, ge=1, le=100)
+    background: bool = Field(False, description="run as a background job (returns the job)")
+
+
+class CreateMemory(AddMessages):
+    name: str = Field(..., pattern=TREE_NAME)
+    messages: list[MessageIn] = Field(default_factory=list, max_length=5000)  # type: ignore[assignment]
+
+
+class AddReportOut(BaseModel):
+    memory: str
+    added: int
+    skipped: int
+    messages: int
+    nodes: int
+    depth: int
+    batches: int
+    seconds: float
+    usage: dict[str, Any]
+
+
+class Message(BaseModel):
+    position: int
+    role: str
+    name: str | None = None
+    content: str
+    timestamp: str | None = None
+    session: str | None = None
+    node_id: str | None = None
+
+
+class Messages(BaseModel):
+    memory: str
+    messages: list[Message]
+
+
+class BuildRequest(Strict):
+    paths: list[str] = Field(..., min_length=1, max_length=1000, description="server-side files or directories")
+    add: bool = Field(False, description="keep the documents already in the tree (a collection grows)")
+    meta: dict[str, str] | None = Field(None, description="metadata for every document (company, year...)")
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    tree: str
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
+    progress: dict[str, Any]
+    report: dict[str, Any] | None
+    error: str | None
+    cancel_requested: bool
+    attempts: int
+    created: str
+    updated: str
+
+
+class LedgerRun(BaseModel):
+    id: str
+    kind: str
+    tree: str | None
+    detail: str
+    status: str
+    started: str
+    finished: str | None
+    usage: dict[str, Any]
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+AnswerOut = Answer

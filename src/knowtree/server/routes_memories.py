@@ -1,0 +1,57 @@
+"""Conversation memories: create, add messages (now or as a background job), read messages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.models import AddMessages, AddReportOut, CreateMemory, JobOut, Message, Messages
+from knowtree.server.service import Service
+from knowtree.server.tenancy import Principal
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+_ADDED = {202: {"model": JobOut, "description": "background=true: the job adding the messages"}}
+
+
+def _add(svc: Service, p: Principal, name: str, body: AddMessages) -> Any:
+    records = [m.model_dump(exclude_none=True) for m in body.messages]
+    if body.background:
+        job = svc.submit_add(p, name, records, body.batch_size)
+        svc.wake_worker()
+        return JSONResponse(job_out(svc, p, job).model_dump(mode="json"), status_code=202)
+    report = svc.add_messages(p, name, records, body.batch_size)
+    data = dict(report.__dict__)
+    data["usage"] = report.usage.model_dump()
+    data["memory"] = name
+    return AddReportOut(**{k: data[k] for k in AddReportOut.model_fields})
+
+
+@router.post("", response_model=AddReportOut, status_code=201, responses=_ADDED,
+             summary="Create a conversation memory, optionally with its first messages")
+def create_memory(body: CreateMemory, p: Caller, svc: Svc) -> Any:
+    svc.writable(p)
+    if not body.messages:  # an empty memory: validated name, nothing stored until the first message
+        svc.stored_name(p, body.name)
+        return AddReportOut(memory=body.name, added=0, skipped=0, messages=0, nodes=0, depth=0, batches=0,
+                            seconds=0.0, usage={})
+    return _add(svc, p, body.name, body)
+
+
+@router.post("/{memory}/messages", response_model=AddReportOut, responses=_ADDED,
+             summary="Add messages (one exchange or many) to a memory; creates it if needed")
+def add_messages(memory: str, body: AddMessages, p: Caller, svc: Svc) -> Any:
+    return _add(svc, p, memory, body)
+
+
+@router.get("/{memory}/messages", response_model=Messages, summary="Stored messages, verbatim, by position")
+def list_messages(
+    memory: str, p: Caller, svc: Svc,
+    start: Annotated[int, Query(ge=1)] = 1,
+    end: Annotated[int | None, Query(ge=1)] = None,
+) -> Messages:
+    rows = svc.messages(p, memory, start, end)
+    return Messages(memory=memory, messages=[Message(**{k: r.get(k) for k in Message.model_fields}) for r in rows])

@@ -1,0 +1,387 @@
+"""What the HTTP routes and the MCP tools do, per caller: one place that maps a tenant's names to
+stored trees and calls the library (`KnowTree`, `Tree`, `Memory`) — the same calls the CLI makes.
+
+Every operation takes the caller's `Principal` first; a tree that is not the caller's is reported
+exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from knowtree.pipeline import KnowTree, Tree
+from knowtree.server.config import ServerConfig
+from knowtree.server.jobs import Job, JobStore
+from knowtree.server.models import (
+    AskRequest,
+    Evidence,
+    NodeBrief,
+    NodeView,
+    OutlineNode,
+    SearchHit,
+    TreeSummary,
+)
+from knowtree.server.problems import Problem
+from knowtree.server.tenancy import Principal
+from knowtree.types import Answer, Citation, NavStep, Node, TreeInfo
+
+TENANT_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ADMIN_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+class Service:
+    def __init__(self, kt: KnowTree, config: ServerConfig) -> None:
+        self.kt = kt
+        self.config = config
+        self.jobs = JobStore(kt.store)
+        self.worker: Any = None  # the JobWorker, when this process runs jobs
+
+    def wake_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.wake()
+
+    def upload_root(self) -> Path:
+        if self.config.upload_dir is not None:
+            return self.config.upload_dir
+        db = self.kt.settings.db
+        if db == ":memory:":
+            import tempfile
+
+            return Path(tempfile.gettempdir()) / "knowtree-uploads"
+        return Path(db).resolve().parent / f"{Path(db).name}.uploads"
+
+    # -- names and ownership -------------------------------------------------------------------
+    def stored_name(self, p: Principal, name: str) -> str:
+        pattern = ADMIN_TREE_NAME if p.admin else TENANT_TREE_NAME
+        if not pattern.match(name):
+            raise Problem(400, f"tree name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+        return p.stored(name)
+
+    def require(self, p: Principal, name: str) -> str:
+        stored = self.stored_name(p, name)
+        if not self.kt.store.tree_exists(stored):
+            raise Problem(404, f"no tree named {name!r}")
+        return stored
+
+    @staticmethod
+    def writable(p: Principal) -> None:
+        if p.read_only:
+            raise Problem(403, "this API key is read-only")
+
+    def summary(self, p: Principal, info: TreeInfo) -> TreeSummary:
+        data = info.model_dump()
+        data["name"] = p.shown(info.name) or info.name
+        return TreeSummary(**{k: data[k] for k in TreeSummary.model_fields})
+
+    # -- trees ---------------------------------------------------------------------------------
+    def list_trees(self, p: Principal) -> list[TreeSummary]:
+        names = [n for n in self.kt.store.tree_names() if p.shown(n) is not None]
+        return [self.summary(p, self.kt.store.tree_info(n)) for n in names]
+
+    def tree(self, p: Principal, name: str) -> Tree:
+        return self.kt.tree(self.require(p, name))
+
+    def delete_tree(self, p: Principal, name: str) -> None:
+        self.writable(p)
+        self.kt.delete(self.require(p, name))
+
+    def delete_document(self, p: Principal, name: str, path: str) -> None:
+        self.writable(p)
+        stored = self.require(p, name)
+        if self.kt.store.tree_info(stored).kind == "conversation":
+            raise Problem(400, f"{name!r} is a conversation memory: it has no documents")
+        self.kt.remove_document(stored, path)
+
+    def node_view(self, p: Principal, name: str, node_id: str) -> NodeView:
+        t = self.tree(p, name)
+        node = self._node(t, name, node_id)
+        parent = next((n.id for n in t.nodes.values() if node.id in n.children), None)
+        return NodeView(
+            tree=name,
+            id=node.id,
+            kind=node.kind.value,
+            level=node.level,
+            meta=node.meta,
+            text=node.text,
+            spans=node.spans,
+            parent=parent,
+            children=[brief(t.nodes[c]) for c in node.children if c in t.nodes],
+        )
+
+    @staticmethod
+    def _node(t: Tree, name: str, node_id: str) -> Node:
+        if not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", node_id):
+            raise Problem(400, f"node id {node_id!r}: letters, digits, '_' or '-'")
+        matches = [n for i, n in t.nodes.items() if i.startswith(node_id)]
+        if len(matches) != 1:
+            raise Problem(404, f"no node {node_id!r} in tree {name!r}" if not matches else
+                          f"{len(matches)} nodes start with {node_id!r}: give more of the id")
+        return matches[0]
+
+    def outline(self, p: Principal, name: str, depth: int | None = None) -> tuple[TreeSummary, OutlineNode | None]:
+        t = self.tree(p, name)
+        if t.info.root_id is None or t.info.root_id not in t.nodes:
+            return self.summary(p, t.info), None
+
+        def walk(node: Node, level: int) -> OutlineNode:
+            b = brief(node)
+            out = OutlineNode(id=node.id, kind=b.kind, title=b.title, summary=b.summary, spans=node.spans)
+            if depth is not None and level >= depth:
+                out.more = len(node.children)
+                return out
+            out.children = [walk(t.nodes[c], level + 1) for c in node.children if c in t.nodes]
+            return out
+
+        return self.summary(p, t.info), walk(t.root, 0)
+
+    def search(self, p: Principal, name: str, query: str, limit: int = 10) -> list[SearchHit]:
+        stored = self.require(p, name)
+        t = self.kt.tree(stored)
+        hits = []
+        for node_id, score in self.kt.store.search_nodes(stored, query, limit):
+            n = t.nodes.get(node_id)
+            if n is not None:
+                b = brief(n)
+                hits.append(SearchHit(node_id=n.id, score=score, title=b.title, summary=b.summary, spans=n.spans))
+        return hits
+
+    # -- questions -----------------------------------------------------------------------------
+    def ask(
+        self,
+        p: Principal,
+        name: str,
+        req: AskRequest,
+        *,
+        on_step: Callable[[NavStep], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Answer:
+        t = self.tree(p, name)
+        if t.info.kind == "conversation":
+            if req.mode not in (None, "tree", "agent"):
+                raise Problem(400, f"mode {req.mode!r}: a conversation memory answers in tree or agent mode")
+            mem = self.kt.memory(t.name)
+            return mem.ask(
+                req.question,
+                mode="agent" if req.mode == "agent" else "tree",
+                budget_tokens=req.budget_tokens,
+                on_step=on_step,
+                on_token=on_token,
+            )
+        if req.mode in ("tree", "agent"):
+            raise Problem(400, f"mode {req.mode!r} is for conversation memories; documents: walk | search | auto")
+        return t.ask(
+            req.question,
+            on_step=on_step,
+            max_branch_attempts=req.max_branch_attempts,
+            leaves_per_branch=req.leaves_per_branch,
+            mode=req.mode,
+            strategy=req.strategy,
+            budget_tokens=req.budget_tokens,
+        )
+
+    def retrieve(
+        self, p: Principal, name: str, question: str, budget_tokens: int = 1000, use_model: bool = False
+    ) -> tuple[str, list[Evidence]]:
+        """Evidence only, no answer: a memory's messages (`Memory.context`), a document tree's
+        `Tree.retrieve` when the library has it, else its best leaves by lexical search."""
+        t = self.tree(p, name)
+        if t.info.kind == "conversation":
+            rows = self.kt.memory(t.name).context(question, budget_tokens, use_model=use_model)
+            return ("tree" if use_model else "hybrid"), [message_evidence(t, r) for r in rows]
+        retrieve = getattr(t, "retrieve", None)
+        if callable(retrieve):  # the tree index's own retrieval, when the library offers it
+            items = retrieve(question, budget_tokens=budget_tokens)
+            return "tree", [_evidence_from_library(t, item) for item in items]
+        return "bm25", self._lexical(t, question, budget_tokens)
+
+    def _lexical(self, t: Tree, question: str, budget_tokens: int) -> list[Evidence]:
+        out: list[Evidence] = []
+        left = budget_tokens * 4  # ~4 characters per token
+        for node_id, score in self.kt.store.search_nodes(t.name, question, 50):
+            n = t.nodes.get(node_id)
+            if n is None or not n.is_leaf or not n.text:
+                continue
+            text = n.text[:left]
+            out.append(Evidence(node_id=n.id, text=text, score=score, via="search", citation=leaf_citation(n)))
+            left -= len(text)
+            if left <= 0:
+                break
+        return out
+
+    # -- memories ------------------------------------------------------------------------------
+    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None) -> Any:
+        self.writable(p)
+        stored = self.stored_name(p, name)
+        if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
+            raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
+        return self.kt.memory(stored).add(messages, batch_size=batch_size)
+
+    def messages(self, p: Principal, name: str, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
+        t = self.tree(p, name)
+        if t.info.kind != "conversation":
+            raise Problem(400, f"{name!r} is a document tree, not a conversation memory")
+        return self.kt.memory(t.name).messages(start, end)
+
+    # -- builds --------------------------------------------------------------------------------
+    def allowed_path(self, raw: str) -> str:
+        """A server-side path the configuration allows (under one of `allowed_roots`)."""
+        if not self.config.allowed_roots:
+            raise Problem(403, "building from server-side paths is disabled (start with --allow-root DIR)")
+        if any(ch in raw for ch in "*?["):
+            raise Problem(400, f"{raw!r}: name files or directories, not glob patterns")
+        path = Path(raw).expanduser().resolve()
+        for root in self.config.allowed_roots:
+            if path == root or root in path.parents:
+                if not path.exists():
+                    raise Problem(404, f"no such file or directory: {raw!r}")
+                return str(path)
+        raise Problem(403, f"{raw!r} is outside the allowed roots")
+
+    def submit_build(self, p: Principal, name: str, paths: list[str], *, add: bool = False,
+                     meta: dict[str, str] | None = None, uploads: Path | None = None) -> Job:
+        self.writable(p)
+        stored = self.stored_name(p, name)
+        if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind == "conversation":
+            raise Problem(409, f"{name!r} is a conversation memory: add messages to it instead")
+        params: dict[str, Any] = {"paths": paths, "add": add, "meta": meta or None}
+        if uploads is not None:
+            params["uploads"] = str(uploads)
+        return self.jobs.create(p.tenant, "build", stored, params)
+
+    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None) -> Job:
+        self.writable(p)
+        stored = self.stored_name(p, name)
+        if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
+            raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
+        from knowtree.memory import parse_messages
+
+        parse_messages(messages)  # a bad record fails now, not in the background
+        return self.jobs.create(p.tenant, "add", stored, {"messages": messages, "batch_size": batch_size})
+
+    def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """The worker's runner: a build or a memory add through the library, progress to the job row."""
+        uploads = job.params.get("uploads")
+        if job.kind == "add":
+            r = self.kt.memory(job.tree).add(
+                job.params["messages"],
+                batch_size=job.params.get("batch_size"),
+                progress=lambda done, total: report({"stage": "messages", "done": done, "total": total}),
+            )
+            return {**_plain(r), "memory": _shown_for(job)}
+        result = self.kt.build(
+            job.params["paths"],
+            tree=job.tree,
+            add=bool(job.params.get("add")),
+            meta=job.params.get("meta") or None,
+            progress=lambda stage, done, total: report({"stage": stage, "done": done, "total": total}),
+        )
+        if uploads:  # the documents' text is in the database now
+            shutil.rmtree(uploads, ignore_errors=True)
+        return {**_plain(result), "tree": _shown_for(job)}
+
+    def job(self, p: Principal, job_id: str) -> Job:
+        job = self.jobs.get(job_id) if re.fullmatch(r"[0-9a-f]{1,32}", job_id) else None
+        if job is None or (not p.admin and job.tenant != p.tenant):
+            raise Problem(404, f"no job {job_id!r}")
+        return job
+
+    def list_jobs(self, p: Principal, limit: int = 50) -> list[Job]:
+        return self.jobs.list(None if p.admin else p.tenant, limit)
+
+    def cancel_job(self, p: Principal, job_id: str) -> Job:
+        self.writable(p)
+        self.job(p, job_id)
+        job = self.jobs.request_cancel(job_id)
+        assert job is not None
+        return job
+
+    def shown_job_tree(self, p: Principal, job: Job) -> str:
+        return p.shown(job.tree) or job.tree
+
+    # -- ledger --------------------------------------------------------------------------------
+    def ledger(self, p: Principal, tree: str | None, limit: int) -> list[dict[str, Any]]:
+        if tree is not None:
+            stored = self.stored_name(p, tree)
+            runs = self.kt.store.runs(stored, limit) if p.shown(stored) is not None else []
+        elif p.admin:
+            runs = self.kt.store.runs(None, limit)
+        else:
+            prefix = p.stored("")
+            names = {r[0] for r in self.kt.store.query("SELECT DISTINCT tree FROM runs WHERE tree LIKE ? ESCAPE '\\'",
+                                                       (_like_prefix(prefix),))}
+            runs = sorted((r for n in names for r in self.kt.store.runs(n, limit)),
+                          key=lambda r: str(r["started"]), reverse=True)[:limit]
+        for r in runs:
+            r["tree"] = p.shown(str(r["tree"])) if r.get("tree") else None
+        return runs
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _shown_for(job: Job) -> str:
+    return job.tree.split(":", 1)[1] if job.tenant != "local" and ":" in job.tree else job.tree
+
+
+def _plain(report: Any) -> dict[str, Any]:
+    data = dict(report.__dict__)
+    data["usage"] = report.usage.model_dump()
+    return data
+
+
+def brief(n: Node) -> NodeBrief:
+    title = n.meta.title or (n.spans[0].file if n.is_leaf and n.spans else "") or n.kind.value
+    return NodeBrief(
+        id=n.id, kind=n.kind.value, level=n.level, title=title, summary=n.meta.summary,
+        children=len(n.children), spans=n.spans,
+    )
+
+
+def leaf_citation(n: Node) -> Citation:
+    s = n.spans[0] if n.spans else None
+    return Citation(
+        file=s.file if s else "",
+        line_start=s.line_start if s else 0,
+        line_end=s.line_end if s else 0,
+        node_id=n.id,
+        page_start=s.page_start if s else None,
+        page_end=s.page_end if s else None,
+    )
+
+
+def message_evidence(t: Tree, row: dict[str, Any]) -> Evidence:
+    position = int(row["position"])
+    node_id = str(row.get("node_id") or "")
+    return Evidence(
+        node_id=node_id,
+        text=str(row.get("content") or ""),
+        via=str(row.get("via") or "tree"),
+        citation=Citation(
+            file=t.name.split(":", 1)[-1],
+            line_start=position,
+            line_end=position,
+            node_id=node_id,
+            speaker=str(row.get("name") or row.get("role") or "") or None,
+            timestamp=str(row["timestamp"]) if row.get("timestamp") else None,
+            message_id=str(row["source_id"]) if row.get("source_id") else None,
+        ),
+    )
+
+
+def _evidence_from_library(t: Tree, item: Any) -> Evidence:
+    """Evidence from `Tree.retrieve` (another branch adds it): a node id and text, maybe a score."""
+    node_id = str(getattr(item, "node_id", None) or getattr(item, "id", ""))
+    node = t.nodes.get(node_id)
+    citation = getattr(item, "citation", None) or (leaf_citation(node) if node is not None else None)
+    return Evidence(
+        node_id=node_id,
+        text=str(getattr(item, "text", "") or (node.text if node else "")),
+        score=getattr(item, "score", None),
+        via="tree",
+        citation=citation or Citation(file="", line_start=0, line_end=0, node_id=node_id),
+    )

@@ -355,6 +355,10 @@ app.command("export")(export_command)
 app.command("import")(import_command)
 app.add_typer(expert_app, name="expert")
 
+from knowtree.cli_serve import keys_app, mcp_command, serve_command  # noqa: E402 - server, MCP, API keys
+
+app.command("serve")(serve_command), app.command("mcp")(mcp_command), app.add_typer(keys_app, name="keys")
+
 
 def main() -> None:
     try:

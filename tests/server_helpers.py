@@ -1,0 +1,58 @@
+"""Shared by the server tests: an in-process app over a KeywordModel database, and small helpers."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import knowtree
+from knowtree.llm.testing import KeywordModel
+
+CHAT = [
+    {"role": "user", "name": "Ann", "content": "I moved to Lisbon last spring for a new job.", "timestamp": "2024-03-01T10:00"},
+    {"role": "assistant", "content": "Congratulations on the move to Lisbon!", "timestamp": "2024-03-01T10:01"},
+    {"role": "user", "name": "Ann", "content": "My sister Maria adopted a cat called Pixel.", "timestamp": "2024-03-02T09:00"},
+    {"role": "assistant", "content": "Pixel is a lovely name for a cat.", "timestamp": "2024-03-02T09:01"},
+]
+
+
+def make_app(tmp_path: Path, model: Any = None, **config: Any) -> Any:
+    from knowtree.server.app import create_app
+    from knowtree.server.config import ServerConfig
+
+    kt = knowtree.open(tmp_path / "kb.db", model=model or KeywordModel())
+    config.setdefault("allowed_roots", [tmp_path])
+    return create_app(kt, ServerConfig(**config))
+
+
+def wait_job(client: Any, job_id: str, headers: dict[str, str] | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}", headers=headers or {}).json()
+        if job["state"] in ("done", "failed", "cancelled"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def build(client: Any, tree: str, paths: list[str], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    r = client.post(f"/v1/trees/{tree}/build", json={"paths": paths}, headers=headers or {})
+    assert r.status_code == 202, r.text
+    job = wait_job(client, r.json()["id"], headers)
+    assert job["state"] == "done", job
+    return job
+
+
+def sse_events(text: str) -> list[tuple[str, Any]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        event, data = "message", ""
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data += line[6:]
+        out.append((event, json.loads(data) if data else None))
+    return out

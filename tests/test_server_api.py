@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
-from server_helpers import CHAT, build, make_app, sse_events, wait_job  # noqa: E402
+from fastapi.testclient import TestClient
 
-from conftest import write_corpus  # noqa: E402
+from conftest import write_corpus
+from server_helpers import CHAT, build, make_app, sse_events, wait_job
 
 
 @pytest.fixture

@@ -20,11 +20,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("mcp")
 
-import httpx  # noqa: E402
-from server_helpers import sse_events  # noqa: E402
+import httpx
 
-import knowtree  # noqa: E402
-from conftest import paragraphs  # noqa: E402
+import knowtree
+from conftest import paragraphs
+from server_helpers import sse_events
 
 HERE = Path(__file__).parent
 

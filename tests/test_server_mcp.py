@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from server_helpers import CHAT  # noqa: E402
+from server_helpers import CHAT
 
 
 def _command() -> tuple[str, list[str]]:

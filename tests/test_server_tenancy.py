@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
-from server_helpers import CHAT, build, make_app  # noqa: E402
+from fastapi.testclient import TestClient
 
-from knowtree.server.tenancy import KeyStore  # noqa: E402
+from knowtree.server.tenancy import KeyStore
+from server_helpers import CHAT, build, make_app
 
 SECRET = "zebrapassword42"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
@@ -45,7 +45,7 @@ def world(tmp_path: Path):
         a_ro, _ = keys.create("alpha", read_only=True)
         a_old, old_info = keys.create("alpha")
         keys.revoke(old_info.id)
-        app.state.auth._open_checked = 0.0  # noqa: SLF001 - the open-server check is cached for 1 s
+        app.state.auth._open_checked = 0.0
         ha, hb = {"Authorization": f"Bearer {a}"}, {"Authorization": f"Bearer {b}"}
         docs = tmp_path / "alpha-docs"
         docs.mkdir()
@@ -85,7 +85,7 @@ def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
         "remember": {"memory": "diary", "messages": [{"role": "user", "content": "B was here"}]},
     }
     for tool, args in tools.items():
-        status, out = _mcp(c, world["keys"]["b"], tool, args)
+        _status, out = _mcp(c, world["keys"]["b"], tool, args)
         attempts += 1
         text = json.dumps(out)
         if SECRET in text or "Dora" in text or "Lisbon" in text:
@@ -147,7 +147,7 @@ def test_read_only_revoked_and_missing_keys(world: dict[str, Any]) -> None:
         assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json", url
         assert c.request(method, url, **kw).status_code == 401, url  # no key, now that keys exist
     assert c.get("/v1/trees", headers=old).status_code == 401
-    status, out = _mcp(c, world["keys"]["a_ro"], "remember", {"memory": "diary", "messages": [{"role": "user", "content": "x"}]})
+    _status, out = _mcp(c, world["keys"]["a_ro"], "remember", {"memory": "diary", "messages": [{"role": "user", "content": "x"}]})
     assert out["result"]["isError"]
     assert _mcp(c, world["keys"]["a_old"], "list_trees", {})[0] == 401
     assert _mcp(c, None, "list_trees", {})[0] == 401

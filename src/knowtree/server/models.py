@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowtree.types import Answer, Citation, NodeMeta, Span
+from knowtree.adapters.evidence import Evidence
+from knowtree.types import Answer, NodeMeta, Span
 
 TREE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
@@ -99,16 +100,6 @@ class AskRequest(Strict):
     max_branch_attempts: int | None = Field(None, ge=1, le=20)
     leaves_per_branch: int | None = Field(None, ge=1, le=20)
     stream: bool = Field(False, description="answer as Server-Sent Events: step… token… answer")
-
-
-class Evidence(BaseModel):
-    """One piece of evidence: text the caller can put in its own prompt, with where it came from."""
-
-    node_id: str
-    text: str
-    score: float | None = None
-    via: str = Field(..., description="how it was found: tree (a walk), search (lexical/hybrid)")
-    citation: Citation
 
 
 class RetrieveRequest(Strict):

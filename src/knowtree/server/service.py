@@ -13,12 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from knowtree.adapters.evidence import Evidence
+from knowtree.adapters.evidence import retrieve as retrieve_evidence
 from knowtree.pipeline import KnowTree, Tree
 from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.models import (
     AskRequest,
-    Evidence,
     NodeBrief,
     NodeView,
     OutlineNode,
@@ -27,7 +28,7 @@ from knowtree.server.models import (
 )
 from knowtree.server.problems import Problem
 from knowtree.server.tenancy import Principal
-from knowtree.types import Answer, Citation, NavStep, Node, TreeInfo
+from knowtree.types import Answer, NavStep, Node, TreeInfo
 
 TENANT_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ADMIN_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -186,31 +187,8 @@ class Service:
     def retrieve(
         self, p: Principal, name: str, question: str, budget_tokens: int = 1000, use_model: bool = False
     ) -> tuple[str, list[Evidence]]:
-        """Evidence only, no answer: a memory's messages (`Memory.context`), a document tree's
-        `Tree.retrieve` when the library has it, else its best leaves by lexical search."""
-        t = self.tree(p, name)
-        if t.info.kind == "conversation":
-            rows = self.kt.memory(t.name).context(question, budget_tokens, use_model=use_model)
-            return ("tree" if use_model else "hybrid"), [message_evidence(t, r) for r in rows]
-        retrieve = getattr(t, "retrieve", None)
-        if callable(retrieve):  # the tree index's own retrieval, when the library offers it
-            items = retrieve(question, budget_tokens=budget_tokens)
-            return "tree", [_evidence_from_library(t, item) for item in items]
-        return "bm25", self._lexical(t, question, budget_tokens)
-
-    def _lexical(self, t: Tree, question: str, budget_tokens: int) -> list[Evidence]:
-        out: list[Evidence] = []
-        left = budget_tokens * 4  # ~4 characters per token
-        for node_id, score in self.kt.store.search_nodes(t.name, question, 50):
-            n = t.nodes.get(node_id)
-            if n is None or not n.is_leaf or not n.text:
-                continue
-            text = n.text[:left]
-            out.append(Evidence(node_id=n.id, text=text, score=score, via="search", citation=leaf_citation(n)))
-            left -= len(text)
-            if left <= 0:
-                break
-        return out
+        """Evidence only, no answer (see `knowtree.adapters.evidence`)."""
+        return retrieve_evidence(self.kt, self.require(p, name), question, budget_tokens, use_model=use_model)
 
     # -- memories ------------------------------------------------------------------------------
     def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None) -> Any:
@@ -339,49 +317,4 @@ def brief(n: Node) -> NodeBrief:
     return NodeBrief(
         id=n.id, kind=n.kind.value, level=n.level, title=title, summary=n.meta.summary,
         children=len(n.children), spans=n.spans,
-    )
-
-
-def leaf_citation(n: Node) -> Citation:
-    s = n.spans[0] if n.spans else None
-    return Citation(
-        file=s.file if s else "",
-        line_start=s.line_start if s else 0,
-        line_end=s.line_end if s else 0,
-        node_id=n.id,
-        page_start=s.page_start if s else None,
-        page_end=s.page_end if s else None,
-    )
-
-
-def message_evidence(t: Tree, row: dict[str, Any]) -> Evidence:
-    position = int(row["position"])
-    node_id = str(row.get("node_id") or "")
-    return Evidence(
-        node_id=node_id,
-        text=str(row.get("content") or ""),
-        via=str(row.get("via") or "tree"),
-        citation=Citation(
-            file=t.name.split(":", 1)[-1],
-            line_start=position,
-            line_end=position,
-            node_id=node_id,
-            speaker=str(row.get("name") or row.get("role") or "") or None,
-            timestamp=str(row["timestamp"]) if row.get("timestamp") else None,
-            message_id=str(row["source_id"]) if row.get("source_id") else None,
-        ),
-    )
-
-
-def _evidence_from_library(t: Tree, item: Any) -> Evidence:
-    """Evidence from `Tree.retrieve` (another branch adds it): a node id and text, maybe a score."""
-    node_id = str(getattr(item, "node_id", None) or getattr(item, "id", ""))
-    node = t.nodes.get(node_id)
-    citation = getattr(item, "citation", None) or (leaf_citation(node) if node is not None else None)
-    return Evidence(
-        node_id=node_id,
-        text=str(getattr(item, "text", "") or (node.text if node else "")),
-        score=getattr(item, "score", None),
-        via="tree",
-        citation=citation or Citation(file="", line_start=0, line_end=0, node_id=node_id),
     )

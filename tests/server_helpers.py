@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 import knowtree
 from knowtree.llm.testing import KeywordModel
+
+HERE = Path(__file__).parent
 
 CHAT = [
     {"role": "user", "name": "Ann", "content": "I moved to Lisbon last spring for a new job.", "timestamp": "2024-03-01T10:00"},
@@ -56,3 +64,27 @@ def sse_events(text: str) -> list[tuple[str, Any]]:
                 data += line[6:]
         out.append((event, json.loads(data) if data else None))
     return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(tmp_path: Path, port: int, delay: float = 0.25) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "server_slow_app.py"), str(tmp_path / "kb.db"), str(port), str(tmp_path),
+         str(tmp_path / "calls.log"), str(delay)],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.err", "ab"),  # noqa: SIM115
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError((tmp_path / "server.err").read_text())

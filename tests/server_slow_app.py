@@ -1,4 +1,4 @@
-"""`python server_slow_app.py DB PORT ROOT LOG`: knowtree serve with a slow KeywordModel that logs
+"""`python server_slow_app.py DB PORT ROOT LOG [DELAY]`: knowtree serve with a slow KeywordModel that logs
 every finished model call (its cache key) to LOG — the live-server test kills and restarts it."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class SlowKeywordModel(KeywordModel):
 
 def main() -> None:
     db, port, root, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    kt = knowtree.open(db, model=SlowKeywordModel(log, 0.25), chunk_size=200, concurrency=2)
+    delay = float(sys.argv[5]) if len(sys.argv) > 5 else 0.25
+    kt = knowtree.open(db, model=SlowKeywordModel(log, delay), chunk_size=200, concurrency=2)
     app = create_app(kt, ServerConfig(port=port, allowed_roots=[root]))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

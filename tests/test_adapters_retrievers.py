@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from server_helpers import CHAT
 
 import knowtree
 from conftest import write_corpus
 from knowtree.llm.testing import KeywordModel
+from server_helpers import CHAT
 
 
 @pytest.fixture

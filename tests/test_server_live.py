@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,40 +23,14 @@ import knowtree
 from conftest import paragraphs
 from server_helpers import sse_events
 
-HERE = Path(__file__).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "server_slow_app.py"), str(tmp_path / "kb.db"), str(port), str(tmp_path),
-         str(tmp_path / "calls.log")],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.err", "ab"),  # noqa: SIM115
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError((tmp_path / "server.err").read_text())
-
 
 def test_build_resumes_after_sigkill_and_streams_over_the_wire(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "log.txt").write_text(paragraphs(12))
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = _start(tmp_path, port)
+    proc = start_server(tmp_path, port)
     try:
         job = httpx.post(f"{base}/v1/trees/t/build", json={"paths": [str(docs)]}).json()
         deadline = time.monotonic() + 30
@@ -78,7 +49,7 @@ def test_build_resumes_after_sigkill_and_streams_over_the_wire(tmp_path: Path) -
     with knowtree.open(tmp_path / "kb.db", model="keyword") as kt:  # no half-written tree
         assert kt.trees() == []
 
-    proc = _start(tmp_path, port)
+    proc = start_server(tmp_path, port)
     try:
         with httpx.stream("GET", f"{base}/v1/jobs/{job['id']}/events", timeout=60) as r:
             assert r.headers["content-type"].startswith("text/event-stream")

@@ -312,8 +312,21 @@ def _plain(report: Any) -> dict[str, Any]:
     return data
 
 
+def title_of(n: Node) -> str:
+    """A short label: the section title, else a leaf's file and lines, else the summary's first words."""
+    if n.meta.title:
+        return n.meta.title
+    if n.is_leaf and n.spans and not n.meta.time_range:
+        s = n.spans[0]
+        return f"{Path(s.file).name}:{s.line_start}-{s.line_end}"
+    words = n.meta.summary.split()
+    if words:
+        return " ".join(words[:10]) + (" …" if len(words) > 10 else "")
+    return n.kind.value
+
+
 def brief(n: Node) -> NodeBrief:
-    title = n.meta.title or (n.spans[0].file if n.is_leaf and n.spans else "") or n.kind.value
+    title = title_of(n)
     return NodeBrief(
         id=n.id, kind=n.kind.value, level=n.level, title=title, summary=n.meta.summary,
         children=len(n.children), spans=n.spans,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from html import escape
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -160,7 +161,7 @@ def span_text(n: Node) -> str:
     if first.page_start is not None:
         return f"pp. {first.page_start}–{last.page_end or first.page_start}"
     files = {s.file for s in n.spans}
-    where = first.file if len(files) == 1 else f"{len(files)} files"
+    where = Path(first.file).name if len(files) == 1 else f"{len(files)} files"
     return f"{where}:{_range(first, last, 'line')}"
 
 

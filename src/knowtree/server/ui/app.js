@@ -71,7 +71,7 @@ function spanText(spans) {
   if (!spans || !spans.length) return "";
   const a = spans[0], b = spans[spans.length - 1];
   if (a.page_start) return "pp. " + a.page_start + "–" + (b.page_end || a.page_start);
-  return a.file + ":" + a.line_start + "-" + b.line_end;
+  return a.file.split("/").pop() + ":" + a.line_start + "-" + b.line_end;
 }
 
 async function showNode(id, push) {
@@ -89,15 +89,15 @@ async function showNode(id, push) {
   for (const c of n.children) {
     kids.append(el("li", {}, el("a", { href: "#n-" + c.id, "data-node": c.id, class: "node-link" }, c.title), " ", el("span", { class: "meta" }, c.summary.slice(0, 140))));
   }
-  panel.replaceChildren(
-    el("h3", {}, n.meta.title || n.kind),
+  panel.replaceChildren(...[
+    el("h3", {}, n.meta.title || (n.kind === "leaf" ? spanText(n.spans) : n.kind)),
     el("p", { class: "meta" }, n.kind + " · " + spanText(n.spans) + " · ", el("code", {}, n.id)),
     el("p", {}, n.meta.summary),
     meta,
     n.children.length ? el("h4", {}, "Children") : null,
     n.children.length ? kids : null,
     n.text ? el("pre", { class: "text" }, n.text) : null,
-  );
+  ].filter((x) => x !== null));
   document.querySelectorAll(".tree li.selected").forEach((e) => e.classList.remove("selected"));
   const item = nodeItem(n.id);
   if (item) { item.classList.add("selected"); reveal(n.id); }
@@ -149,7 +149,7 @@ if (askForm) {
       }, (event, data) => {
         if (event === "step") {
           trace.push(data);
-          steps.append(el("li", {}, data.action + (data.source ? " " + data.source : "") + (data.outcome ? ": " + data.outcome.slice(0, 120) : "")));
+          steps.append(el("li", {}, data.action + (data.source ? " " + data.source.split("/").pop() : "") + (data.outcome ? ": " + data.outcome.slice(0, 120) : "")));
           highlightPath(trace);
         } else if (event === "token") {
           text.textContent += data.text;
@@ -159,8 +159,8 @@ if (askForm) {
           const cites = el("ul", { class: "citations" });
           for (const c of data.citations) {
             const where = c.speaker ? "message " + c.line_start + " · " + c.speaker + (c.timestamp ? " · " + c.timestamp : "")
-              : c.page_start ? c.file + " pp. " + c.page_start + "–" + (c.page_end || c.page_start)
-              : c.file + ":" + c.line_start + "-" + c.line_end;
+              : c.page_start ? c.file.split("/").pop() + " pp. " + c.page_start + "–" + (c.page_end || c.page_start)
+              : c.file.split("/").pop() + ":" + c.line_start + "-" + c.line_end;
             cites.append(el("li", {}, el("button", { type: "button", class: "cite", "data-node": c.node_id }, where),
               c.quote ? el("q", {}, c.quote.slice(0, 300)) : null));
           }

@@ -4,6 +4,7 @@ over `websocket-client`: navigate, evaluate JavaScript, press keys, take screens
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -83,10 +84,8 @@ class Browser:
         return path
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.ws.close()
-        except Exception:
-            pass
         self.proc.terminate()
         try:
             self.proc.wait(10)

@@ -21,7 +21,7 @@ import httpx
 
 import knowtree
 from conftest import paragraphs
-from server_helpers import sse_events
+from server_helpers import free_port, sse_events, start_server
 
 
 def test_build_resumes_after_sigkill_and_streams_over_the_wire(tmp_path: Path) -> None:

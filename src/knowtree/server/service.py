@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ class Service:
         self.config = config
         self.jobs = JobStore(kt.store)
         self.worker: Any = None  # the JobWorker, when this process runs jobs
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def write_lock(self, stored: str) -> threading.Lock:
+        """One writer per tree at a time (a memory's adds, a build): concurrent adds would race."""
+        with self._locks_guard:
+            return self._locks.setdefault(stored, threading.Lock())
 
     def wake_worker(self) -> None:
         if self.worker is not None:
@@ -88,14 +96,17 @@ class Service:
 
     def delete_tree(self, p: Principal, name: str) -> None:
         self.writable(p)
-        self.kt.delete(self.require(p, name))
+        stored = self.require(p, name)
+        with self.write_lock(stored):
+            self.kt.delete(stored)
 
     def delete_document(self, p: Principal, name: str, path: str) -> None:
         self.writable(p)
         stored = self.require(p, name)
         if self.kt.store.tree_info(stored).kind == "conversation":
             raise Problem(400, f"{name!r} is a conversation memory: it has no documents")
-        self.kt.remove_document(stored, path)
+        with self.write_lock(stored):
+            self.kt.remove_document(stored, path)
 
     def node_view(self, p: Principal, name: str, node_id: str) -> NodeView:
         t = self.tree(p, name)
@@ -196,7 +207,8 @@ class Service:
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
-        return self.kt.memory(stored).add(messages, batch_size=batch_size)
+        with self.write_lock(stored):
+            return self.kt.memory(stored).add(messages, batch_size=batch_size)
 
     def messages(self, p: Principal, name: str, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
         t = self.tree(p, name)
@@ -242,6 +254,10 @@ class Service:
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner: a build or a memory add through the library, progress to the job row."""
+        with self.write_lock(job.tree):
+            return self._run_job(job, report)
+
+    def _run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         uploads = job.params.get("uploads")
         if job.kind == "add":
             r = self.kt.memory(job.tree).add(

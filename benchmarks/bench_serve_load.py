@@ -1,0 +1,150 @@
+"""Load benchmark: N concurrent clients for T seconds against `knowtree serve` on 127.0.0.1.
+
+The server is the real CLI (`knowtree serve`, uvicorn, one process) with the keyword model, over the
+shipped sample corpus (built first with `knowtree build`) and a conversation memory. Each client runs a
+bounded loop (until the deadline or --max-requests) of a fixed mix: retrieve 40 %, show a node 30 %,
+ask 20 %, add a message 10 % (each client adds to one of 8 memories). Reports throughput, p50/p99
+latency per operation and errors (any non-2xx or transport error).
+
+    .venv/bin/python benchmarks/bench_serve_load.py --clients 200 --seconds 60 --out benchmarks/results/serve_load.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+MIX = [("retrieve", 40), ("show", 30), ("ask", 20), ("add", 10)]
+QUESTIONS = [
+    "Which database did the team choose for Lighthouse?",
+    "On which days are production deploys allowed?",
+    "Who owns the ticket export?",
+    "What happens when a deploy fails?",
+    "When is the next release planned?",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def client(i: int, base: str, leaves: list[str], deadline: float, max_requests: int,
+                 out: dict[str, list[float]], errors: dict[str, int], http: httpx.AsyncClient) -> None:
+    rng = random.Random(i)
+    ops = [op for op, weight in MIX for _ in range(weight)]
+    for n in range(max_requests):
+        if time.monotonic() >= deadline:
+            return
+        op = rng.choice(ops)
+        if op == "retrieve":
+            req = http.post(f"{base}/v1/trees/sample/retrieve", json={"question": rng.choice(QUESTIONS), "budget_tokens": 400})
+        elif op == "show":
+            req = http.get(f"{base}/v1/trees/sample/nodes/{rng.choice(leaves)}")
+        elif op == "ask":
+            req = http.post(f"{base}/v1/trees/sample/ask", json={"question": rng.choice(QUESTIONS)})
+        else:
+            msg = {"role": "user", "name": f"user{i}", "content": f"Note {n} from client {i}: the harbour light is green."}
+            req = http.post(f"{base}/v1/memories/mem{i % 8}/messages", json={"messages": [msg]})
+        started = time.monotonic()
+        try:
+            r = await req
+            ok = 200 <= r.status_code < 300
+        except httpx.HTTPError:
+            ok = False
+        elapsed = time.monotonic() - started
+        if ok:
+            out[op].append(elapsed)
+        else:
+            errors[op] = errors.get(op, 0) + 1
+
+
+async def run(base: str, clients: int, seconds: float, max_requests: int) -> dict[str, object]:
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        outline = (await http.get(f"{base}/v1/trees/sample")).json()
+        leaves = [c["id"] for c in outline["root"]["children"]] + [outline["root"]["id"]]
+        out: dict[str, list[float]] = {op: [] for op, _ in MIX}
+        errors: dict[str, int] = {}
+        started = time.monotonic()
+        deadline = started + seconds
+        await asyncio.gather(*(client(i, base, leaves, deadline, max_requests, out, errors, http) for i in range(clients)))
+        wall = time.monotonic() - started
+    total = sum(len(v) for v in out.values())
+    return {
+        "clients": clients,
+        "seconds": round(wall, 1),
+        "requests_ok": total,
+        "errors": sum(errors.values()),
+        "errors_by_op": errors,
+        "throughput_rps": round(total / wall, 1),
+        "ops": {
+            op: {"n": len(v), "p50_ms": round(_percentile(v, 0.50) * 1000, 1), "p99_ms": round(_percentile(v, 0.99) * 1000, 1)}
+            for op, v in out.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--max-requests", type=int, default=100_000, help="per client (bounded loops)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    exe = shutil.which("knowtree", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if exe is None:
+        sys.exit("knowtree is not installed in this environment")
+    work = Path(tempfile.mkdtemp(prefix="kt-load-"))
+    env = {**os.environ, "KNOWTREE_MODEL": "keyword"}
+    db = str(work / "load.db")
+    subprocess.run([exe, "sample", str(work / "lighthouse")], check=True, env=env, capture_output=True)
+    subprocess.run([exe, "build", str(work / "lighthouse"), "--tree", "sample", "--db", db, "--quiet"], check=True, env=env,
+                   capture_output=True, cwd=work)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([exe, "serve", "--port", str(port), "--db", db, "--log-level", "warning"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "wb"), cwd=work)  # noqa: SIM115
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        result = asyncio.run(run(base, args.clients, args.seconds, args.max_requests))
+    finally:
+        server.terminate()
+        server.wait(30)
+    result["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    result["command"] = "python benchmarks/bench_serve_load.py " + " ".join(sys.argv[1:])
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

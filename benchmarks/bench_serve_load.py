@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp  # the load generator: much less CPU per request than httpx on a shared 2-core machine
 import httpx
 
 MIX = [("retrieve", 40), ("show", 30), ("ask", 20), ("add", 10)]
@@ -51,7 +52,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def client(i: int, base: str, leaves: list[str], deadline: float, max_requests: int,
-                 out: dict[str, list[float]], errors: dict[str, int], http: httpx.AsyncClient) -> None:
+                 out: dict[str, list[float]], errors: dict[str, int], http: aiohttp.ClientSession) -> None:
     rng = random.Random(i)
     ops = [op for op, weight in MIX for _ in range(weight)]
     for n in range(max_requests):
@@ -59,19 +60,20 @@ async def client(i: int, base: str, leaves: list[str], deadline: float, max_requ
             return
         op = rng.choice(ops)
         if op == "retrieve":
-            req = http.post(f"{base}/v1/trees/sample/retrieve", json={"question": rng.choice(QUESTIONS), "budget_tokens": 400})
+            method, url, body = "POST", f"{base}/v1/trees/sample/retrieve", {"question": rng.choice(QUESTIONS), "budget_tokens": 400}
         elif op == "show":
-            req = http.get(f"{base}/v1/trees/sample/nodes/{rng.choice(leaves)}")
+            method, url, body = "GET", f"{base}/v1/trees/sample/nodes/{rng.choice(leaves)}", None
         elif op == "ask":
-            req = http.post(f"{base}/v1/trees/sample/ask", json={"question": rng.choice(QUESTIONS)})
+            method, url, body = "POST", f"{base}/v1/trees/sample/ask", {"question": rng.choice(QUESTIONS)}
         else:
             msg = {"role": "user", "name": f"user{i}", "content": f"Note {n} from client {i}: the harbour light is green."}
-            req = http.post(f"{base}/v1/memories/mem{i % 8}/messages", json={"messages": [msg]})
+            method, url, body = "POST", f"{base}/v1/memories/mem{i % 8}/messages", {"messages": [msg]}
         started = time.monotonic()
         try:
-            r = await req
-            ok = 200 <= r.status_code < 300
-        except httpx.HTTPError:
+            async with http.request(method, url, json=body) as r:
+                await r.read()
+                ok = 200 <= r.status < 300
+        except (TimeoutError, aiohttp.ClientError):
             ok = False
         elapsed = time.monotonic() - started
         if ok:
@@ -81,9 +83,10 @@ async def client(i: int, base: str, leaves: list[str], deadline: float, max_requ
 
 
 async def run(base: str, clients: int, seconds: float, max_requests: int) -> dict[str, object]:
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
-        outline = (await http.get(f"{base}/v1/trees/sample")).json()
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as http:
+        async with http.get(f"{base}/v1/trees/sample") as r:
+            outline = await r.json()
         leaves = [c["id"] for c in outline["root"]["children"]] + [outline["root"]["id"]]
         out: dict[str, list[float]] = {op: [] for op, _ in MIX}
         errors: dict[str, int] = {}
@@ -139,6 +142,7 @@ def main() -> None:
         server.terminate()
         server.wait(30)
     result["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    result["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
     result["command"] = "python benchmarks/bench_serve_load.py " + " ".join(sys.argv[1:])
     print(json.dumps(result, indent=2))
     if args.out:

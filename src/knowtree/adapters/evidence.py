@@ -29,10 +29,11 @@ class Evidence(BaseModel):
 
 
 def retrieve(
-    kt: KnowTree, tree: str, question: str, budget_tokens: int = 1000, *, use_model: bool = False
+    kt: KnowTree, tree: str | Tree, question: str, budget_tokens: int = 1000, *, use_model: bool = False
 ) -> tuple[str, list[Evidence]]:
-    """(method, evidence) for `question` from the stored tree `tree`, within `budget_tokens`."""
-    t = kt.tree(tree)
+    """(method, evidence) for `question` from the stored tree `tree` (a name or a loaded `Tree`),
+    within `budget_tokens`."""
+    t = kt.tree(tree) if isinstance(tree, str) else tree
     if t.info.kind == "conversation":
         rows = kt.memory(t.name).context(question, budget_tokens, use_model=use_model)
         return ("tree" if use_model else "hybrid"), [message_evidence(t.name, r) for r in rows]

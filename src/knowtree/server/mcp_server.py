@@ -126,7 +126,7 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
         svc = service()
 
         def run() -> dict[str, Any]:
-            t = svc.tree(p, memory)
+            t = svc.view(p, memory)
             if t.info.kind != "conversation":
                 raise Problem(400, f"{memory!r} is a document tree: use view_node")
             view = svc.node_view(p, memory, node_id)

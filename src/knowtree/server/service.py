@@ -43,6 +43,7 @@ class Service:
         self.worker: Any = None  # the JobWorker, when this process runs jobs
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._views: dict[str, tuple[tuple[Any, ...], Tree]] = {}
 
     def write_lock(self, stored: str) -> threading.Lock:
         """One writer per tree at a time (a memory's adds, a build): concurrent adds would race."""
@@ -92,13 +93,40 @@ class Service:
         return [self.summary(p, self.kt.store.tree_info(n)) for n in names]
 
     def tree(self, p: Principal, name: str) -> Tree:
+        """A fresh `Tree` (for asking)."""
         return self.kt.tree(self.require(p, name))
+
+    def view(self, p: Principal, name: str) -> Tree:
+        """A `Tree` to read (outline, nodes, search, retrieve), cached until the tree changes: loading
+        every node per request was most of a read's cost."""
+        stored = self.require(p, name)
+        rows = self.kt.store.query(
+            "SELECT updated, root_id, (SELECT COUNT(*) FROM nodes WHERE tree = ?) FROM trees WHERE name = ?",
+            (stored, stored),
+        )
+        if not rows:
+            raise Problem(404, f"no tree named {name!r}")
+        key = tuple(rows[0])
+        with self._locks_guard:
+            hit = self._views.get(stored)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        t = self.kt.tree(stored)
+        t.nodes  # noqa: B018 - load them now, outside the guard
+        with self._locks_guard:
+            self._views[stored] = (key, t)
+        return t
+
+    def forget(self, stored: str) -> None:
+        with self._locks_guard:
+            self._views.pop(stored, None)
 
     def delete_tree(self, p: Principal, name: str) -> None:
         self.writable(p)
         stored = self.require(p, name)
         with self.write_lock(stored):
             self.kt.delete(stored)
+            self.forget(stored)
 
     def delete_document(self, p: Principal, name: str, path: str) -> None:
         self.writable(p)
@@ -107,9 +135,10 @@ class Service:
             raise Problem(400, f"{name!r} is a conversation memory: it has no documents")
         with self.write_lock(stored):
             self.kt.remove_document(stored, path)
+            self.forget(stored)
 
     def node_view(self, p: Principal, name: str, node_id: str) -> NodeView:
-        t = self.tree(p, name)
+        t = self.view(p, name)
         node = self._node(t, name, node_id)
         parent = next((n.id for n in t.nodes.values() if node.id in n.children), None)
         return NodeView(
@@ -135,7 +164,7 @@ class Service:
         return matches[0]
 
     def outline(self, p: Principal, name: str, depth: int | None = None) -> tuple[TreeSummary, OutlineNode | None]:
-        t = self.tree(p, name)
+        t = self.view(p, name)
         if t.info.root_id is None or t.info.root_id not in t.nodes:
             return self.summary(p, t.info), None
 
@@ -151,8 +180,8 @@ class Service:
         return self.summary(p, t.info), walk(t.root, 0)
 
     def search(self, p: Principal, name: str, query: str, limit: int = 10) -> list[SearchHit]:
-        stored = self.require(p, name)
-        t = self.kt.tree(stored)
+        t = self.view(p, name)
+        stored = t.name
         hits = []
         for node_id, score in self.kt.store.search_nodes(stored, query, limit):
             n = t.nodes.get(node_id)
@@ -199,7 +228,7 @@ class Service:
         self, p: Principal, name: str, question: str, budget_tokens: int = 1000, use_model: bool = False
     ) -> tuple[str, list[Evidence]]:
         """Evidence only, no answer (see `knowtree.adapters.evidence`)."""
-        return retrieve_evidence(self.kt, self.require(p, name), question, budget_tokens, use_model=use_model)
+        return retrieve_evidence(self.kt, self.view(p, name), question, budget_tokens, use_model=use_model)
 
     # -- memories ------------------------------------------------------------------------------
     def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None) -> Any:
@@ -208,10 +237,13 @@ class Service:
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
         with self.write_lock(stored):
-            return self.kt.memory(stored).add(messages, batch_size=batch_size)
+            try:
+                return self.kt.memory(stored).add(messages, batch_size=batch_size)
+            finally:
+                self.forget(stored)
 
     def messages(self, p: Principal, name: str, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
-        t = self.tree(p, name)
+        t = self.view(p, name)
         if t.info.kind != "conversation":
             raise Problem(400, f"{name!r} is a document tree, not a conversation memory")
         return self.kt.memory(t.name).messages(start, end)
@@ -255,7 +287,10 @@ class Service:
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner: a build or a memory add through the library, progress to the job row."""
         with self.write_lock(job.tree):
-            return self._run_job(job, report)
+            try:
+                return self._run_job(job, report)
+            finally:
+                self.forget(job.tree)
 
     def _run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         uploads = job.params.get("uploads")

@@ -95,7 +95,7 @@ def _body(svc: Service, p: Principal, tree: str | None, node: str | None) -> str
 
 def _tree_view(svc: Service, p: Principal, tree: str, node_id: str | None) -> str:
     try:
-        t = svc.tree(p, tree)
+        t = svc.view(p, tree)
     except Problem as exc:
         return f'<p role="alert">{escape(exc.detail)}</p>'
     selected: Node | None = None

@@ -28,13 +28,15 @@ UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"}
 TreeName = Annotated[str, "tree name"]
 
 
+# Reads of a cached tree are short, in-memory work: they run on the event loop (async) instead of
+# hopping to a worker thread. Anything that may call a model or write stays sync (thread pool).
 @router.get("", response_model=list[TreeSummary], summary="List the caller's trees and memories")
-def list_trees(p: Caller, svc: Svc) -> list[TreeSummary]:
+async def list_trees(p: Caller, svc: Svc) -> list[TreeSummary]:
     return svc.list_trees(p)
 
 
 @router.get("/{tree}", response_model=Outline, summary="A tree's info and outline (titles, summaries, spans)")
-def outline(
+async def outline(
     tree: TreeName, p: Caller, svc: Svc,
     depth: Annotated[int | None, Query(ge=0, le=50, description="levels below the root")] = None,
 ) -> Outline:
@@ -58,12 +60,12 @@ def delete_document(
 
 
 @router.get("/{tree}/nodes/{node_id}", response_model=NodeView, summary="One node (id or prefix) and its children")
-def node(tree: TreeName, node_id: str, p: Caller, svc: Svc) -> NodeView:
+async def node(tree: TreeName, node_id: str, p: Caller, svc: Svc) -> NodeView:
     return svc.node_view(p, tree, node_id)
 
 
 @router.get("/{tree}/search", response_model=SearchResult, summary="Lexical (BM25) search over nodes")
-def search(
+async def search(
     tree: TreeName, p: Caller, svc: Svc,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from knowtree.server.deps import Caller, Svc
@@ -42,6 +43,10 @@ def ask(tree: str, body: AskRequest, p: Caller, svc: Svc) -> Any:
 
 @router.post("/{tree}/retrieve", response_model=RetrieveResult,
              summary="Evidence for a question, no answer: messages or leaf text with citations, within a token budget")
-def retrieve(tree: str, body: RetrieveRequest, p: Caller, svc: Svc) -> RetrieveResult:
-    method, evidence = svc.retrieve(p, tree, body.question, body.budget_tokens, body.use_model)
+async def retrieve(tree: str, body: RetrieveRequest, p: Caller, svc: Svc) -> RetrieveResult:
+    args = (p, tree, body.question, body.budget_tokens, body.use_model)
+    if svc.view(p, tree).info.kind == "conversation":  # hybrid scoring or a model walk: in a thread
+        method, evidence = await run_in_threadpool(svc.retrieve, *args)
+    else:  # a cached document tree: one FTS query and in-memory work, on the event loop
+        method, evidence = svc.retrieve(*args)
     return RetrieveResult(tree=tree, question=body.question, method=method, evidence=evidence)

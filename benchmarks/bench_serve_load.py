@@ -44,6 +44,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -137,7 +146,14 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        cpu0 = _cpu_seconds(server.pid)
+        mine0 = time.process_time()
         result = asyncio.run(run(base, args.clients, args.seconds, args.max_requests))
+        server_cpu = _cpu_seconds(server.pid) - cpu0
+        result["server_cpu_s"] = round(server_cpu, 1)
+        result["client_cpu_s"] = round(time.process_time() - mine0, 1)
+        ok = int(result["requests_ok"]) or 1  # type: ignore[call-overload]
+        result["server_cpu_ms_per_request"] = round(server_cpu / ok * 1000, 2)
     finally:
         server.terminate()
         server.wait(30)

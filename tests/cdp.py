@@ -78,6 +78,12 @@ class Browser:
             self.send("Input.dispatchKeyEvent", type=kind, key=key, code=key, windowsVirtualKeyCode=code,
                       nativeVirtualKeyCode=code, text="\r" if key == "Enter" and kind == "keyDown" else "")
 
+    def set_files(self, selector: str, files: list[str]) -> None:
+        """Choose files in an <input type=file> (what a user does in the file dialog)."""
+        root = self.send("DOM.getDocument")["root"]["nodeId"]
+        node = self.send("DOM.querySelector", nodeId=root, selector=selector)["nodeId"]
+        self.send("DOM.setFileInputFiles", files=files, nodeId=node)
+
     def screenshot(self, path: Path) -> Path:
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))

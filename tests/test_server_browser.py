@@ -63,6 +63,17 @@ def test_browse_ask_cite_highlight(tmp_path: Path) -> None:
         assert browser.js("document.querySelector('#node pre.text').textContent.length") > 50
         browser.js("window.scrollTo(0, 0)")
         browser.screenshot(shots / "ui-answer.png")
+
+        # upload a file: a build job appears and its progress comes live over SSE until it is done
+        extra = tmp_path / "harbour.md"
+        extra.write_text("# Harbour\n\nThe harbour master logs every ferry at dawn.\n")
+        browser.js("document.querySelector('#upload-form input[name=tree]').value = 'harbour'")
+        browser.set_files("#upload-form input[type=file]", [str(extra)])
+        browser.js("document.querySelector('#upload-form button').click()")
+        browser.wait("[...document.querySelectorAll('#job-list li')].some(li => li.textContent.includes('harbour')"
+                     " && li.querySelector('.state').textContent === 'done')", timeout=60)
+        browser.goto(f"{base}/ui?tree=harbour")
+        assert "harbour master" in browser.js("document.querySelector('.outline').textContent")
     finally:
         if browser is not None:
             browser.close()

@@ -58,6 +58,10 @@ class Authenticator:
             self._open_checked = now
         return self._open
 
+    def refresh(self) -> None:
+        """Forget the cached open/closed state (after keys were created or revoked in this process)."""
+        self._open_checked = 0.0
+
     def authenticate(self, headers: Mapping[str, str]) -> Principal:
         key = _key_from(headers)
         if key is None:

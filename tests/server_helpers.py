@@ -32,6 +32,7 @@ def make_app(tmp_path: Path, model: Any = None, **config: Any) -> Any:
 
     kt = knowtree.open(tmp_path / "kb.db", model=model or KeywordModel())
     config.setdefault("allowed_roots", [tmp_path])
+    config.setdefault("trusted_hosts", ["127.0.0.1", "localhost", "::1", "testserver"])  # TestClient's host
     return create_app(kt, ServerConfig(**config))
 
 

@@ -155,3 +155,13 @@ def test_ui_outline_renders_without_javascript(built: TestClient) -> None:
     assert 'class="text"' in page and leaf["id"] in page
     assert built.get("/ui/static/app.js").status_code == 200
     assert built.get("/ui/static/nope.js").status_code == 404
+
+
+def test_loopback_guard_refuses_rebinding_and_cross_site_writes(client: TestClient) -> None:
+    r = client.get("/v1/trees", headers={"Host": "evil.example:8080"})
+    assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
+    r = client.post("/v1/trees/x/ask", json={"question": "q"}, headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403
+    ok = client.post("/v1/trees/x/ask", json={"question": "q"}, headers={"Origin": "http://127.0.0.1:8080"})
+    assert ok.status_code == 404  # same-site: reaches the API (no such tree)
+    assert client.get("/v1/health", headers={"Host": "localhost:8080"}).status_code == 200

@@ -29,7 +29,8 @@ def _schema() -> object:
     kt.build(write_corpus(root / "docs"), tree="notes")
     kt.memory("chat").add(CHAT)
     # no job worker: generated builds stay queued (this run tests the API, not the builds)
-    app = create_app(kt, ServerConfig(allowed_roots=[root], jobs_worker=False, mcp=False))
+    app = create_app(kt, ServerConfig(allowed_roots=[root], jobs_worker=False, mcp=False,
+                                      trusted_hosts=["127.0.0.1", "localhost", "testserver"]))
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 

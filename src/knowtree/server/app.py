@@ -19,8 +19,8 @@ from fastapi.staticfiles import StaticFiles
 import knowtree
 from knowtree.pipeline import KnowTree
 from knowtree.server import routes_ask, routes_jobs, routes_memories, routes_trees, ui
-from knowtree.server.auth import Authenticator, BodyLimit, McpAuth
-from knowtree.server.config import ServerConfig
+from knowtree.server.auth import Authenticator, BodyLimit, LoopbackGuard, McpAuth
+from knowtree.server.config import ServerConfig, is_loopback
 from knowtree.server.jobs import JobWorker
 from knowtree.server.models import Health
 from knowtree.server.problems import install_handlers
@@ -101,6 +101,8 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
 
         app.router.routes.append(Route("/mcp", endpoint=McpAuth(mcp_app, lambda: auth), methods=["GET", "POST", "DELETE"]))
     app.add_middleware(BodyLimit, config=config)
+    if is_loopback(config.host):
+        app.add_middleware(LoopbackGuard, trusted_hosts=config.trusted_hosts)
     return app
 
 

@@ -188,3 +188,37 @@ class McpAuth:
                 return
             scope.setdefault("state", {})["principal"] = who
         await self.app(scope, receive, send)
+
+
+class LoopbackGuard:
+    """ASGI middleware for a server bound to loopback, where requests may carry no key: a web page the
+    user visits must not reach it. Refuses a Host that is not a trusted (loopback) name — DNS
+    rebinding — and a state-changing request whose Origin is another site (cross-site form posts)."""
+
+    SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: Any, trusted_hosts: list[str]) -> None:
+        self.app = app
+        self.trusted = {h.strip("[]").lower() for h in trusted_hosts}
+
+    def _trusted(self, netloc: str) -> bool:
+        from urllib.parse import urlsplit
+
+        try:
+            name = urlsplit(f"//{netloc}").hostname
+        except ValueError:
+            return False
+        return name is not None and name.lower() in self.trusted
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            if not self._trusted(host):
+                await _send_problem(send, 403, f"host {host!r} is not served here: use 127.0.0.1 or localhost")
+                return
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            if origin and scope.get("method", "GET") not in self.SAFE and not self._trusted(origin.split("://", 1)[-1]):
+                await _send_problem(send, 403, f"requests from {origin!r} may not change this server")
+                return
+        await self.app(scope, receive, send)

@@ -37,6 +37,10 @@ class ServerConfig(BaseModel):
     max_request_bytes: int = Field(2 * MiB, ge=1, description="largest other request body")
     rate_per_second: float = Field(20.0, gt=0, description="requests per second per API key (token bucket)")
     rate_burst: int = Field(60, ge=1, description="bucket size: requests a key may make at once")
+    trusted_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost", "::1"],
+        description="loopback servers: Host names accepted (DNS-rebinding guard) and origins allowed to write",
+    )
     jobs_worker: bool = Field(True, description="run queued build jobs in this process")
     mcp: bool = Field(True, description="mount the MCP server (streamable HTTP) at /mcp")
 

@@ -99,14 +99,11 @@ class KeyStore:
         return [KeyInfo(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
 
     def revoke(self, key_id: str) -> KeyInfo:
+        """Revoke a key (revoking it again keeps the first revocation time)."""
         with self.store.transaction() as c:
-            n = c.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id)
-            ).rowcount
+            c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id))
         found = [k for k in self.list() if k.id == key_id]
         if not found:
-            raise NotFoundError(f"no API key with id {key_id!r}")
-        if not n and found[0].revoked_at is None:  # pragma: no cover - the update above covers it
             raise NotFoundError(f"no API key with id {key_id!r}")
         return found[0]
 

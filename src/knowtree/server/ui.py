@@ -157,15 +157,15 @@ def span_text(n: Node) -> str:
     first, last = n.spans[0], n.spans[-1]
     if n.meta.time_range:
         times = " – ".join(dict.fromkeys(t[:16] for t in n.meta.time_range))
-        return f"messages {_range(first, last, 'line')} · {times}"
+        return f"messages {_range(first, last)} · {times}"
     if first.page_start is not None:
         return f"pp. {first.page_start}–{last.page_end or first.page_start}"
     files = {s.file for s in n.spans}
     where = Path(first.file).name if len(files) == 1 else f"{len(files)} files"
-    return f"{where}:{_range(first, last, 'line')}"
+    return f"{where}:{_range(first, last)}"
 
 
-def _range(first: Span, last: Span, _: str) -> str:
+def _range(first: Span, last: Span) -> str:
     a, b = first.line_start, max(s.line_end for s in [first, last])
     return str(a) if a == b else f"{a}-{b}"
 

@@ -96,6 +96,8 @@ def test_upload_build_and_delete_document_and_tree(client: TestClient) -> None:
     assert job["state"] == "done" and job["report"]["documents"] == 2
     docs = client.get("/v1/trees/up").json()["tree"]["documents"]
     assert docs == 2
+    files = {s["file"] for ch in client.get("/v1/trees/up").json()["root"]["children"] for s in ch["spans"]}
+    assert files == {"a.md", "b.txt"}  # named by the upload, not by the server's upload folder
     r = client.delete("/v1/trees/up/documents", params={"path": "b.txt"})
     assert r.status_code == 200, r.text
     assert client.get("/v1/trees/up").json()["tree"]["documents"] == 1

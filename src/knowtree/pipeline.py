@@ -117,12 +117,14 @@ class KnowTree:
         on_client: Callable[[LLMClient], None] | None = None,
         add: bool = False,
         meta: dict[str, str] | None = None,
+        rename: Callable[[str], str] | None = None,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
         Every input is read and checked first: a bad file raises `InputError` before anything is
         stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
-        edit only pays for what changed and its ancestors.
+        edit only pays for what changed and its ancestors. `rename` maps each file's path to the
+        name the tree (and its citations) will use (the server names uploads by their file names).
         """
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
@@ -134,10 +136,16 @@ class KnowTree:
             from knowtree.ingest.sources import load_sources
 
             sources = load_sources(paths, headings=headings)  # every file checked before anything is stored
+            if rename is not None:
+                for sd in sources:
+                    sd.document = sd.document.model_copy(update={"path": rename(sd.document.path)})
             return self.build_sources(
                 sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client
             )
-        return self.build_documents(load_documents(paths), tree=tree, progress=progress, on_client=on_client)
+        documents = load_documents(paths)
+        if rename is not None:
+            documents = [d.model_copy(update={"path": rename(d.path)}) for d in documents]
+        return self.build_documents(documents, tree=tree, progress=progress, on_client=on_client)
 
     def build_sources(
         self,

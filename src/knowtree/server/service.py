@@ -307,6 +307,8 @@ class Service:
             add=bool(job.params.get("add")),
             meta=job.params.get("meta") or None,
             progress=lambda stage, done, total: report({"stage": stage, "done": done, "total": total}),
+            # uploads are named by their file names, not by where the server keeps them
+            rename=(lambda path: Path(path).name) if uploads else None,
         )
         if uploads:  # the documents' text is in the database now
             shutil.rmtree(uploads, ignore_errors=True)

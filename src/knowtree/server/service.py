@@ -32,6 +32,7 @@ from knowtree.server.tenancy import Principal
 from knowtree.types import Answer, NavStep, Node, TreeInfo
 
 TENANT_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+VIEW_CACHE_TREES = 64  # loaded trees kept for reads
 ADMIN_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
@@ -114,7 +115,10 @@ class Service:
         t = self.kt.tree(stored)
         t.nodes  # noqa: B018 - load them now, outside the guard
         with self._locks_guard:
+            self._views.pop(stored, None)
             self._views[stored] = (key, t)
+            while len(self._views) > VIEW_CACHE_TREES:  # least recently loaded first
+                self._views.pop(next(iter(self._views)))
         return t
 
     def forget(self, stored: str) -> None:

@@ -127,7 +127,7 @@ def build_sources(
         for n in changed:
             nodes[n.id] = n
         documents = [*kept_docs, *(sd.document for sd in sources)]
-        settings = s.model_dump(include=SETTINGS_KEPT)
+        settings = {**s.model_dump(include=SETTINGS_KEPT), **kt.model_spec()}
         settings["summaries"] = summaries
         store.save_tree(
             tree,
@@ -152,6 +152,7 @@ def build_sources(
         leaves=sum(1 for n in all_nodes if n.is_leaf),
         depth=max((n.level for n in all_nodes), default=0),
         fallbacks=sum(1 for n in all_nodes if n.meta.fallback),
+        priced=bool(model.input_cost_per_mtok or model.output_cost_per_mtok),
         usage=client.usage.model_copy(),
         seconds=time.monotonic() - started,
         run_id=run_id,
@@ -164,7 +165,7 @@ def remove_document(kt: KnowTree, tree: str, path: str) -> Usage:
     store = kt.store
     previous = store.load_nodes(tree)
     infos = doc_infos(store, tree)
-    match = [i for i in infos if i.path == path] or [i for i in infos if i.path.endswith(path)]
+    match = [i for i in infos if i.path == path]  # the caller matched the name (build.guards.match_document)
     if len(match) != 1:
         known = ", ".join(i.path for i in infos) or "none"
         raise NotFoundError(f"no document {path!r} in tree {tree!r} (documents: {known})")

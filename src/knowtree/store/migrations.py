@@ -116,6 +116,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX experts_scope ON experts(scope);
     """,
+    # runs: the pid and host of the process doing a run (a killed run is then shown 'interrupted')
+    """
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    """,
 ]
 
 

@@ -1,0 +1,82 @@
+"""What a build will cost, before it starts: model calls and tokens estimated from the chunk count.
+
+Documents already stored unchanged in the tree are left out (their calls come from the cache). The
+estimate is rough on purpose (prompt size ≈ characters / 4, plus each prompt's fixed part and a
+typical reply); it exists to stop a 50 MB file from starting 12,000 calls without a word.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from knowtree.config import Settings
+from knowtree.errors import UserError
+
+PROMPT_OVERHEAD_TOKENS = 450  # instructions + schema of a leaf / branch prompt
+REPLY_TOKENS = 250  # a typical structured reply
+
+
+@dataclass
+class BuildEstimate:
+    documents: int  # new or changed documents (the others are answered from the cache)
+    characters: int
+    calls: int
+    tokens: int
+    cost_usd: float | None  # None: the model has no prices configured
+
+    def line(self) -> str:
+        cost = f", about ${self.cost_usd:.2f}" if self.cost_usd else ""
+        return (
+            f"this build will make about {self.calls:,} model calls (~{self.tokens:,} tokens{cost}) "
+            f"for {self.documents} new or changed document(s), {self.characters:,} characters"
+        )
+
+
+Confirm = Callable[[BuildEstimate], bool]
+
+
+def estimate_build(
+    documents: Sequence[tuple[str, str, int]],
+    settings: Settings,
+    *,
+    leaf_chars: int | None = None,
+    extra_calls_per_doc: int = 0,
+    unchanged: frozenset[tuple[str, str]] = frozenset(),
+    input_cost_per_mtok: float = 0.0,
+    output_cost_per_mtok: float = 0.0,
+) -> BuildEstimate:
+    """`documents`: (path, sha256, characters) of each input; `unchanged`: (path, sha256) pairs the
+    tree already holds (left out)."""
+    size = leaf_chars or settings.chunk_size
+    step = max(1, size - settings.chunk_overlap)
+    leaves = docs = chars = 0
+    for path, sha, length in documents:
+        if (path, sha) in unchanged:
+            continue
+        docs += 1
+        chars += length
+        leaves += max(1, math.ceil(length / step))
+    branches = 0
+    level = leaves
+    while level > 1:  # one synthesis call per branch, level by level up to the root
+        level = math.ceil(level / settings.max_children)
+        branches += level
+    calls = leaves + branches + extra_calls_per_doc * docs
+    input_tokens = chars // 4 + calls * PROMPT_OVERHEAD_TOKENS + branches * settings.max_children * 120
+    output_tokens = calls * REPLY_TOKENS
+    priced = input_cost_per_mtok or output_cost_per_mtok
+    cost = (
+        (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
+    )
+    return BuildEstimate(docs, chars, calls, input_tokens + output_tokens, cost)
+
+
+def confirm_estimate(estimate: BuildEstimate, settings: Settings, confirm: Confirm | None) -> None:
+    """Ask `confirm` when the estimate passes `settings.confirm_calls` (and no --max-calls caps the
+    build); a refusal raises `UserError` before anything is called or stored."""
+    if confirm is None or estimate.calls <= settings.confirm_calls or settings.max_calls is not None:
+        return
+    if not confirm(estimate):
+        raise UserError(f"build not started: {estimate.line()}")

@@ -184,8 +184,7 @@ class LLMClient:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             usage = Usage(calls=1, seconds=time.monotonic() - started)
-            self._account(usage, key, purpose, cached=False, error=error)
-            self._release(ticket)
+            self._account(usage, key, purpose, cached=False, error=error, ticket=ticket)
             raise
         usage = Usage(
             calls=1,
@@ -200,8 +199,7 @@ class LLMClient:
         )
         # every reply is kept: a truncated or invalid one is followed by a different request anyway
         self.store.cache_put(key, self.model.id, completion)
-        self._account(usage, key, purpose, cached=False, error=None)
-        self._release(ticket)
+        self._account(usage, key, purpose, cached=False, error=None, ticket=ticket)
         return completion, usage, False
 
     def _reserve(self, request: Request) -> int:
@@ -224,10 +222,6 @@ class LLMClient:
             ticket = next(self._tickets)
             self._pending[ticket] = (tokens, cost)
             return ticket
-
-    def _release(self, ticket: int) -> None:
-        with self._lock:
-            self._pending.pop(ticket, None)
 
     def _call_with_retries(
         self, request: Request, on_text: Callable[[str], None] | None = None
@@ -255,9 +249,13 @@ class LLMClient:
                 return self.model.complete(request)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _account(self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None) -> None:
+    def _account(
+        self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None, ticket: int | None = None
+    ) -> None:
         with self._lock:
             self.usage.add(usage)
+            if ticket is not None:  # the reserved share becomes real usage in one step
+                self._pending.pop(ticket, None)
         self.store.record_call(
             run_id=self.run_id,
             key=key,

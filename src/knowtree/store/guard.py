@@ -114,7 +114,7 @@ def _inspect(path: str, *, quick: bool) -> _Info:
         problems: list[str] = []
         if quick and app_id in (0, APPLICATION_ID) and (app_id or set(tables) >= _OUR_TABLES):
             rows = [r[0] for r in conn.execute("PRAGMA quick_check(3)")]
-            problems = [r for r in rows if r != "ok"]
+            problems = [_one_line(r) for r in rows if r != "ok"]
         return _Info(app_id, tables, problems)
     finally:
         conn.close()
@@ -158,7 +158,7 @@ def full_check(path: str) -> CheckReport:
         if app_id not in (0, APPLICATION_ID):
             problems.append(f"application_id is {app_id:#x}, not knowtree's {APPLICATION_ID:#x}")
         rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
-        problems += [f"integrity_check: {r}" for r in rows if r != "ok"]
+        problems += [f"integrity_check: {_one_line(r)}" for r in rows if r != "ok"]
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         try:
             trees = conn.execute("SELECT COUNT(*) FROM trees").fetchone()[0]
@@ -205,6 +205,10 @@ def _fts_check(path: str) -> list[str]:
         return out
     finally:
         conn.close()
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
 def describe_sqlite_error(exc: Exception) -> str:

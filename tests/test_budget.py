@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import paragraphs
-from knowtree.cli import app
 from knowtree import errors
+from knowtree.cli import app
 from knowtree.llm.base import Message
 from knowtree.llm.client import ClientOptions, LLMClient
 from knowtree.llm.testing import KeywordModel, ScriptedModel
@@ -45,6 +45,7 @@ def test_max_calls_stops_the_build_and_the_rerun_resumes(cli: CliRunner, doc: st
     again = cli.invoke(app, ["build", doc, *BUILD])
     assert again.exit_code == 0, again.stderr
     cached, made = calls(again.stdout)
+    assert made > 0
     assert cached >= 5  # the five finished calls were kept
     ledger = cli.invoke(app, ["ledger", "--db", "kb.db", "--json"]).stdout
     assert '"status": "failed"' in ledger

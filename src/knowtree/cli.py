@@ -46,12 +46,9 @@ MaxCostOpt = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from knowtree import __version__
 
-        try:
-            typer.echo(f"knowtree {version('knowtree')}")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            typer.echo("knowtree (version unknown: not installed)")
+        typer.echo(f"knowtree {__version__}")
         raise typer.Exit()
 
 

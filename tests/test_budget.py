@@ -132,3 +132,20 @@ def test_input_size_limit_is_configurable(cli: CliRunner, doc: str) -> None:
     result = cli.invoke(app, ["build", doc, *BUILD, "--max-input-mb", "0.001"])
     assert result.exit_code == 1 and "doc.md: file is too large" in result.stderr
     assert cli.invoke(app, ["build", doc, *BUILD, "--max-input-mb", "1"]).exit_code == 0
+
+
+def test_pdf_titles_only_build_is_estimated_by_its_real_calls(tmp_path: Path) -> None:
+    from pdf_maker import filler, make_pdf
+
+    from knowtree.build.estimate import estimate_sources
+    from knowtree.config import Settings
+    from knowtree.ingest.sources import load_sources
+
+    pages = [[f"Chapter {i} Topic {i}", *filler(f"topic{i}", 30)] for i in range(60)]
+    pdf = make_pdf(tmp_path / "big.pdf", pages)
+    sources = load_sources([str(pdf)])
+    settings = Settings.load({}, env={})
+    titles_only = estimate_sources(sources, settings, summaries="auto")  # PDFs: no leaf summaries
+    eager = estimate_sources(sources, settings, summaries="eager")
+    assert titles_only.calls <= 1 + 1 + 2  # description + structure search (1 + a call per 40 pages)
+    assert eager.calls > 5 * titles_only.calls

@@ -191,7 +191,7 @@ class KnowTree:
                     if os.path.normpath(d.path) not in new
                 ]
                 sources, add = [*kept, *sources], False
-            self._confirm(tree, [sd.document for sd in sources], confirm, structured=True)
+            self._confirm(tree, sources, confirm, structured=True)
             return self.build_sources(
                 sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=True
             )
@@ -214,9 +214,11 @@ class KnowTree:
         )
 
     def _confirm(
-        self, tree: str, documents: Sequence[Document], confirm: Confirm | None, *, structured: bool = False
+        self, tree: str, documents: Sequence[Any], confirm: Confirm | None, *, structured: bool = False
     ) -> None:
-        from knowtree.build.estimate import confirm_estimate, estimate_build
+        """Estimate the build (documents, or StructuredDocuments when `structured`) and ask `confirm`
+        when it passes `confirm_calls`."""
+        from knowtree.build.estimate import confirm_estimate, estimate_build, estimate_sources
 
         if confirm is None:
             return
@@ -226,15 +228,19 @@ class KnowTree:
             if self.store.tree_exists(tree)
             else frozenset()
         )
-        estimate = estimate_build(
-            [(d.path, d.sha256, len(d.text)) for d in documents],
-            s,
-            leaf_chars=s.node_max_chars if structured else None,
-            extra_calls_per_doc=1 if structured and s.describe else 0,
-            unchanged=unchanged,
-            input_cost_per_mtok=s.input_cost_per_mtok,
-            output_cost_per_mtok=s.output_cost_per_mtok,
-        )
+        if structured:
+            summaries = s.summaries
+            if summaries == "auto" and self.store.tree_exists(tree):
+                summaries = str(self.store.tree_settings(tree).get("summaries", "auto"))
+            estimate = estimate_sources(documents, s, summaries=summaries, unchanged=unchanged)
+        else:
+            estimate = estimate_build(
+                [(d.path, d.sha256, len(d.text)) for d in documents],
+                s,
+                unchanged=unchanged,
+                input_cost_per_mtok=s.input_cost_per_mtok,
+                output_cost_per_mtok=s.output_cost_per_mtok,
+            )
         confirm_estimate(estimate, s, confirm)
 
     def build_sources(

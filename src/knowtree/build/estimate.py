@@ -10,9 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from knowtree.config import Settings
 from knowtree.errors import UserError
+
+if TYPE_CHECKING:
+    from knowtree.ingest.structure import StructuredDocument
 
 PROMPT_OVERHEAD_TOKENS = 450  # instructions + schema of a leaf / branch prompt
 REPLY_TOKENS = 250  # a typical structured reply
@@ -71,6 +75,43 @@ def estimate_build(
         (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
     )
     return BuildEstimate(docs, chars, calls, input_tokens + output_tokens, cost)
+
+
+def estimate_sources(
+    sources: Sequence[StructuredDocument],
+    settings: Settings,
+    *,
+    summaries: str,
+    unchanged: frozenset[tuple[str, str]] = frozenset(),
+) -> BuildEstimate:
+    """The estimate for a structured build: documents that get summaries now cost a call per section
+    (about one per `node_max_chars`); the others (PDFs under `summaries=auto`, or none/lazy) only the
+    structure search of a PDF without an outline (1 + a call per 40 pages) and the description."""
+    from knowtree.build.documents import eager_paths
+
+    eager = eager_paths(sources, summaries)
+    summarized = [
+        (sd.path, sd.document.sha256, len(sd.document.text)) for sd in sources if sd.path in eager
+    ]
+    est = estimate_build(
+        summarized,
+        settings,
+        leaf_chars=settings.node_max_chars,
+        unchanged=unchanged,
+        input_cost_per_mtok=settings.input_cost_per_mtok,
+        output_cost_per_mtok=settings.output_cost_per_mtok,
+    )
+    extra = docs = chars = 0
+    for sd in sources:
+        if (sd.path, sd.document.sha256) in unchanged:
+            continue
+        docs += 1
+        chars += len(sd.document.text)
+        extra += 1 if settings.describe else 0
+        if sd.pages and not sd.sections:
+            extra += 1 + math.ceil(len(sd.pages) / 40)
+    tokens = est.tokens + extra * (PROMPT_OVERHEAD_TOKENS + 1500 + REPLY_TOKENS)
+    return BuildEstimate(docs, chars, est.calls + extra, tokens, est.cost_usd)
 
 
 def confirm_estimate(estimate: BuildEstimate, settings: Settings, confirm: Confirm | None) -> None:

@@ -135,11 +135,10 @@ def test_input_size_limit_is_configurable(cli: CliRunner, doc: str) -> None:
 
 
 def test_pdf_titles_only_build_is_estimated_by_its_real_calls(tmp_path: Path) -> None:
-    from pdf_maker import filler, make_pdf
-
     from knowtree.build.estimate import estimate_sources
     from knowtree.config import Settings
     from knowtree.ingest.sources import load_sources
+    from pdf_maker import filler, make_pdf
 
     pages = [[f"Chapter {i} Topic {i}", *filler(f"topic{i}", 30)] for i in range(60)]
     pdf = make_pdf(tmp_path / "big.pdf", pages)

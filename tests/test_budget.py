@@ -51,7 +51,9 @@ def test_max_calls_stops_the_build_and_the_rerun_resumes(cli: CliRunner, doc: st
     assert '"status": "failed"' in ledger
 
 
-def test_budget_settings_from_the_environment(cli: CliRunner, doc: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_budget_settings_from_the_environment(
+    cli: CliRunner, doc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KNOWTREE_MAX_TOKENS", "2000")
     result = cli.invoke(app, ["build", doc, *BUILD])
     assert result.exit_code == 1 and "--max-tokens 2,000" in result.stderr
@@ -94,7 +96,11 @@ def _req(messages: list[Message]):
 def test_large_build_asks_first(cli: CliRunner, doc: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KNOWTREE_CONFIRM_CALLS", "3")
     refused = cli.invoke(app, ["build", doc, *BUILD])  # no terminal, no --yes
-    assert refused.exit_code == 1 and "this build will make about" in refused.stderr and "--yes" in refused.stderr
+    assert (
+        refused.exit_code == 1
+        and "this build will make about" in refused.stderr
+        and "--yes" in refused.stderr
+    )
     assert "no tree" in cli.invoke(app, ["show", "t", "--db", "kb.db"]).stderr
     told = cli.invoke(app, ["build", doc, *BUILD], input="n\n")
     assert told.exit_code == 1

@@ -39,7 +39,9 @@ def one_line_error(result, *words: str) -> None:
 
 def build(cli: CliRunner, db: str = "kb.db", *extra: str) -> None:
     Path("doc.md").write_text(paragraphs(40), encoding="utf-8")
-    result = cli.invoke(app, ["build", "doc.md", "--db", db, "--tree", "t", "--model", "keyword", "-q", *extra])
+    result = cli.invoke(
+        app, ["build", "doc.md", "--db", db, "--tree", "t", "--model", "keyword", "-q", *extra]
+    )
     assert result.exit_code == 0, (result.stdout, result.stderr)
 
 
@@ -141,7 +143,9 @@ def test_a_locked_database_is_a_one_line_error(cli: CliRunner, monkeypatch: pyte
     try:
         monkeypatch.setenv("KNOWTREE_BUSY_TIMEOUT", "0.3")
         Path("b.md").write_text("Another document.\n", encoding="utf-8")
-        result = cli.invoke(app, ["build", "b.md", "--db", "kb.db", "--tree", "u", "--model", "keyword", "-q"])
+        result = cli.invoke(
+            app, ["build", "b.md", "--db", "kb.db", "--tree", "u", "--model", "keyword", "-q"]
+        )
         one_line_error(result, "kb.db", "busy", "write lock")
         listed = cli.invoke(app, ["trees", "--db", "kb.db"])  # readers are not blocked
         assert listed.exit_code == 0 and listed.stdout.startswith("t\t")
@@ -151,7 +155,9 @@ def test_a_locked_database_is_a_one_line_error(cli: CliRunner, monkeypatch: pyte
 
 
 def dead_pid() -> int:
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     return int(proc.stdout)
 
 

@@ -80,7 +80,9 @@ def test_build_onto_a_memory_is_refused_and_the_memory_kept(cli: CliRunner, tmp_
     assert show(cli, "notes")["tree"]["kind"] == "document"
 
 
-def test_rebuild_without_some_documents_is_refused_but_the_same_rebuild_is_free(cli: CliRunner, files) -> None:
+def test_rebuild_without_some_documents_is_refused_but_the_same_rebuild_is_free(
+    cli: CliRunner, files
+) -> None:
     run(cli, "build", "docs/a.md", "docs/b.md", "--tree", "t", "--db", "kb.db", *KW)
     again = run(cli, "build", "docs/a.md", "docs/b.md", "--tree", "t", "--db", "kb.db", *KW)
     assert again.strip().endswith(" 0 LLM calls")  # the incremental rebuild still works
@@ -161,9 +163,24 @@ def test_chat_add_of_the_same_file_says_nothing_new(cli: CliRunner, tmp_path: Pa
 
 
 def test_build_max_children(cli: CliRunner, tmp_path: Path) -> None:
-    text = "\n\n".join(f"Paragraph {i} about the harbour and its keeper number {i} at dawn." * 3 for i in range(12))
+    text = "\n\n".join(
+        f"Paragraph {i} about the harbour and its keeper number {i} at dawn." * 3 for i in range(12)
+    )
     Path("long.md").write_text(text, encoding="utf-8")
-    run(cli, "build", "long.md", "--tree", "t", "--db", "kb.db", "--chunk-size", "200", "--max-children", "3", *KW)
+    run(
+        cli,
+        "build",
+        "long.md",
+        "--tree",
+        "t",
+        "--db",
+        "kb.db",
+        "--chunk-size",
+        "200",
+        "--max-children",
+        "3",
+        *KW,
+    )
     nodes = show(cli, "t")["nodes"]
     assert max(len(n["children"]) for n in nodes) == 3
 
@@ -180,7 +197,9 @@ def test_export_chatindex(cli: CliRunner, tmp_path: Path) -> None:
     def messages(node: dict) -> list[dict]:
         if node["type"] == "message":
             return [node]
-        assert {"topic_name", "summary", "start_index", "end_index", "sub_node_count", "children"} <= set(node)
+        assert {"topic_name", "summary", "start_index", "end_index", "sub_node_count", "children"} <= set(
+            node
+        )
         assert node["sub_node_count"] == len(node["children"])
         return [m for c in node["children"] for m in messages(c)]
 

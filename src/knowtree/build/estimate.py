@@ -90,9 +90,7 @@ def estimate_sources(
     from knowtree.build.documents import eager_paths
 
     eager = eager_paths(sources, summaries)
-    summarized = [
-        (sd.path, sd.document.sha256, len(sd.document.text)) for sd in sources if sd.path in eager
-    ]
+    summarized = [(sd.path, sd.document.sha256, len(sd.document.text)) for sd in sources if sd.path in eager]
     est = estimate_build(
         summarized,
         settings,

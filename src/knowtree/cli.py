@@ -62,29 +62,6 @@ def _main(
     """Build navigable knowledge trees from documents and answer questions by navigating them."""
 
 
-def confirm_build(yes: bool, pause: Any = None) -> Any:
-    """The CLI's answer to a build estimated above `confirm_calls`: --yes proceeds, a terminal is
-    asked, anything else (a script, a pipe) is refused with the estimate and how to proceed."""
-    from knowtree.errors import UserError as _UserError
-
-    def confirm(estimate: Any) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise _UserError(
-                f"{estimate.line()}: pass --yes to start it without a terminal, or cap it with --max-calls"
-            )
-        if pause is not None:
-            pause.pause()
-        try:
-            return typer.confirm(f"{estimate.line()}. Start it?", default=False, err=True)
-        finally:
-            if pause is not None:
-                pause.resume()
-
-    return confirm
-
-
 def _err(message: str, code: int = 1) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
@@ -173,6 +150,7 @@ def build(
 
     PDF, DOCX and HTML files (and Markdown with --structure headings) get a tree that follows their
     own outline, table of contents or headings, with page ranges."""
+    from knowtree.cli_admin import confirm_build
     from knowtree.cli_progress import BuildProgress
 
     def go() -> None:
@@ -209,7 +187,7 @@ def build(
                 add=add,
                 meta=metadata or None,
                 replace=replace,
-                confirm=confirm_build(yes, pause=bar),
+                confirm=confirm_build(yes, pause=bar),  # asks on a terminal, refuses elsewhere
             )
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))

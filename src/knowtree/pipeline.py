@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowtree.build.builder import Progress, build_tree
-from knowtree.build.estimate import Confirm
+from knowtree.build.documents import RemoveReport
+from knowtree.build.estimate import Confirm, check_estimate
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY
 from knowtree.config import Settings
 from knowtree.errors import ConfigError, InputError, NotFoundError, UserError
@@ -53,31 +54,6 @@ class BuildReport:
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
             f"{u.cached} answered from cache, {u.calls} LLM calls"
-        )
-
-
-@dataclass
-class RemoveReport:
-    """What `remove_document` did: the exact document removed, and the model the tree has now."""
-
-    tree: str
-    removed: str
-    documents_left: int
-    model_before: str
-    model_after: str
-    usage: Usage
-
-    def line(self) -> str:
-        if not self.documents_left:
-            return f"removed {self.removed!r}, the last document of tree {self.tree!r}: the tree is deleted"
-        relabel = (
-            f"; rebuilt with {self.model_after} (it was built with {self.model_before})"
-            if self.model_after != self.model_before
-            else ""
-        )
-        return (
-            f"removed {self.removed!r} from tree {self.tree!r} ({self.documents_left} document(s) left; "
-            f"{self.usage.calls} LLM calls, {self.usage.cached} answered from cache{relabel})"
         )
 
 
@@ -191,7 +167,7 @@ class KnowTree:
                     if os.path.normpath(d.path) not in new
                 ]
                 sources, add = [*kept, *sources], False
-            self._confirm(tree, sources, confirm, structured=True)
+            check_estimate(self, tree, sources, confirm, structured=True)
             return self.build_sources(
                 sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=True
             )
@@ -200,7 +176,7 @@ class KnowTree:
         if add and chunk_tree:  # the documents already in the tree stay (a new version replaces its old one)
             new = {os.path.normpath(d.path) for d in documents}
             documents = [d for d in self.store.documents(tree) if os.path.normpath(d.path) not in new] + documents
-        self._confirm(tree, documents, confirm)
+        check_estimate(self, tree, documents, confirm)
         return self.build_documents(documents, tree=tree, progress=progress, on_client=on_client, replace=True)
 
     def _is_chunk_tree(self, tree: str) -> bool:
@@ -212,36 +188,6 @@ class KnowTree:
             and self.store.tree_info(tree).kind == "document"
             and not doc_infos(self.store, tree)
         )
-
-    def _confirm(
-        self, tree: str, documents: Sequence[Any], confirm: Confirm | None, *, structured: bool = False
-    ) -> None:
-        """Estimate the build (documents, or StructuredDocuments when `structured`) and ask `confirm`
-        when it passes `confirm_calls`."""
-        from knowtree.build.estimate import confirm_estimate, estimate_build, estimate_sources
-
-        if confirm is None:
-            return
-        s = self.settings
-        unchanged = (
-            frozenset((d.path, d.sha256) for d in self.store.documents(tree))
-            if self.store.tree_exists(tree)
-            else frozenset()
-        )
-        if structured:
-            summaries = s.summaries
-            if summaries == "auto" and self.store.tree_exists(tree):
-                summaries = str(self.store.tree_settings(tree).get("summaries", "auto"))
-            estimate = estimate_sources(documents, s, summaries=summaries, unchanged=unchanged)
-        else:
-            estimate = estimate_build(
-                [(d.path, d.sha256, len(d.text)) for d in documents],
-                s,
-                unchanged=unchanged,
-                input_cost_per_mtok=s.input_cost_per_mtok,
-                output_cost_per_mtok=s.output_cost_per_mtok,
-            )
-        confirm_estimate(estimate, s, confirm)
 
     def build_sources(
         self,

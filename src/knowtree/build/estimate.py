@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knowtree.config import Settings
 from knowtree.errors import UserError
@@ -77,6 +77,17 @@ def estimate_build(
     return BuildEstimate(docs, chars, calls, input_tokens + output_tokens, cost)
 
 
+def eager_paths(sources: Sequence[StructuredDocument], summaries: str) -> frozenset[str]:
+    """Which documents get metadata now: all (eager), none (none/lazy), or, for auto, all but the
+    paged ones (a long PDF summarized in full on a small local model takes hours; its titles-only
+    tree costs no call)."""
+    if summaries == "eager":
+        return frozenset(s.path for s in sources)
+    if summaries in ("none", "lazy"):
+        return frozenset()
+    return frozenset(s.path for s in sources if not s.pages)
+
+
 def estimate_sources(
     sources: Sequence[StructuredDocument],
     settings: Settings,
@@ -87,8 +98,6 @@ def estimate_sources(
     """The estimate for a structured build: documents that get summaries now cost a call per section
     (about one per `node_max_chars`); the others (PDFs under `summaries=auto`, or none/lazy) only the
     structure search of a PDF without an outline (1 + a call per 40 pages) and the description."""
-    from knowtree.build.documents import eager_paths
-
     eager = eager_paths(sources, summaries)
     summarized = [(sd.path, sd.document.sha256, len(sd.document.text)) for sd in sources if sd.path in eager]
     est = estimate_build(
@@ -119,3 +128,30 @@ def confirm_estimate(estimate: BuildEstimate, settings: Settings, confirm: Confi
         return
     if not confirm(estimate):
         raise UserError(f"build not started: {estimate.line()}")
+
+
+def check_estimate(
+    kt: Any, tree: str, documents: Sequence[Any], confirm: Confirm | None, *, structured: bool = False
+) -> None:
+    """Estimate a build of `documents` (StructuredDocuments when `structured`) into `tree` of `kt`
+    (a KnowTree) and ask
+    `confirm` when it passes `confirm_calls`; documents the tree holds unchanged are left out."""
+    if confirm is None:
+        return
+    s, store = kt.settings, kt.store
+    exists = store.tree_exists(tree)
+    unchanged = frozenset((d.path, d.sha256) for d in store.documents(tree)) if exists else frozenset()
+    if structured:
+        summaries = s.summaries
+        if summaries == "auto" and exists:
+            summaries = str(store.tree_settings(tree).get("summaries", "auto"))
+        estimate = estimate_sources(documents, s, summaries=summaries, unchanged=unchanged)
+    else:
+        estimate = estimate_build(
+            [(d.path, d.sha256, len(d.text)) for d in documents],
+            s,
+            unchanged=unchanged,
+            input_cost_per_mtok=s.input_cost_per_mtok,
+            output_cost_per_mtok=s.output_cost_per_mtok,
+        )
+    confirm_estimate(estimate, s, confirm)

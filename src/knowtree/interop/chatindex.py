@@ -95,11 +95,12 @@ def export_memory(
             "children": children,
         }
 
-    return {
-        "max_children": max_children,
-        "total_messages": len(by_position),
-        "tree": topic(root_id, "ROOT"),
-    }
+    root = topic(root_id, "ROOT")
+    missing = sorted(set(by_position) - exported)
+    if missing:  # messages no leaf points at (should not happen): exported anyway, never dropped
+        root["children"] += message_nodes(missing)
+        root["sub_node_count"] = len(root["children"])
+    return {"max_children": max_children, "total_messages": len(by_position), "tree": root}
 
 
 def _short(summary: str, words: int = 6) -> str:

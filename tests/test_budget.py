@@ -154,3 +154,22 @@ def test_pdf_titles_only_build_is_estimated_by_its_real_calls(tmp_path: Path) ->
     eager = estimate_sources(sources, settings, summaries="eager")
     assert titles_only.calls <= 1 + 1 + 2  # description + structure search (1 + a call per 40 pages)
     assert eager.calls > 5 * titles_only.calls
+
+
+def test_confirm_asks_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from knowtree.build.estimate import BuildEstimate
+    from knowtree.cli_admin import confirm_build
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    asked: list[str] = []
+    monkeypatch.setattr("sys.stdin", Tty())
+    monkeypatch.setattr("typer.confirm", lambda text, **kw: asked.append(text) or False)
+    estimate = BuildEstimate(documents=1, characters=10**6, calls=1200, tokens=10**6, cost_usd=None)
+    assert confirm_build(False)(estimate) is False
+    assert "about 1,200 model calls" in asked[0]
+    assert confirm_build(True)(estimate) is True and len(asked) == 1

@@ -226,3 +226,17 @@ def test_python_api_build_onto_a_memory_is_refused(tmp_path: Path) -> None:
         with pytest.raises(UserError, match="conversation memory"):
             kt.build([str(tmp_path / "a.md")], tree="m")
         assert len(kt.memory("m").messages()) == 12
+
+
+def test_adding_a_pdf_to_a_chunk_tree_keeps_its_documents(cli: CliRunner, files, tmp_path: Path) -> None:
+    from pdf_maker import filler, make_pdf
+
+    pdf = make_pdf(tmp_path / "report.pdf", [["Chapter 1 Revenue", *filler("revenue", 5)]])
+    run(cli, "build", "docs/a.md", "docs/b.md", "--tree", "t", "--db", "kb.db", *KW)
+    run(cli, "build", str(pdf), "--tree", "t", "--add", "--db", "kb.db", "--meta", "company=Acme", *KW)
+    assert doc_paths(cli, "t") == {"docs/a.md", "docs/b.md", str(pdf)}
+    with KnowTree("kb.db", model="keyword") as kt:
+        from knowtree.store.docinfo import doc_infos
+
+        metas = {i.path: i.meta.get("company") for i in doc_infos(kt.store, "t")}
+    assert metas == {"docs/a.md": None, "docs/b.md": None, str(pdf): "Acme"}

@@ -160,6 +160,9 @@ class KnowTree:
             sources = load_sources(paths, headings=headings, max_bytes=max_bytes)
             check_target(self.store, tree, kind="document", paths=[d.path for d in sources], add=add, replace=replace)
             if add and chunk_tree:  # a chunk tree grows into a collection: its documents stay
+                for sd in sources:  # the metadata given is for the new documents only
+                    sd.meta = {**sd.meta, **(meta or {})}
+                meta = None
                 new = {os.path.normpath(sd.path) for sd in sources}
                 kept = [
                     StructuredDocument(document=d, sections=[], source="chunks")

@@ -115,6 +115,19 @@ def test_damaged_database_gives_one_line_errors_and_is_never_written(cli: CliRun
     assert md5("kb.db") == before
 
 
+def test_truncated_database_is_refused_by_its_header(cli: CliRunner) -> None:
+    build(cli)
+    with sqlite3.connect("kb.db") as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"kb.db{suffix}").unlink(missing_ok=True)
+    size = os.path.getsize("kb.db")
+    with open("kb.db", "r+b") as f:
+        f.truncate(size - 3 * 4096)
+    one_line_error(cli.invoke(app, ["trees", "--db", "kb.db"]), "kb.db", "damaged", "truncated")
+
+
 def test_check_passes_on_a_sound_database(cli: CliRunner) -> None:
     from knowtree.store.guard import full_check
 

@@ -69,6 +69,12 @@ def preflight(path: str) -> bool:
             f"{path}: another program's SQLite database (application_id {header_id:#x}), "
             "not a knowtree database; knowtree leaves it untouched: choose another --db"
         )
+    truncated = _truncated(header, size)
+    if truncated and not Path(f"{path}-wal").exists():  # pages in a WAL file may not be in the main file yet
+        raise DamagedDatabaseError(
+            f"{path}: damaged database (truncated: {truncated}); nothing was written to it: "
+            f"run `knowtree check --db {path}`"
+        )
     try:
         info = _inspect(path, quick=size <= QUICK_CHECK_MAX_BYTES)
     except sqlite3.DatabaseError as exc:
@@ -92,6 +98,17 @@ def preflight(path: str) -> bool:
             f"run `knowtree check --db {path}`"
         )
     return not info.tables
+
+
+def _truncated(header: bytes, size: int) -> str:
+    """The header's own page count against the file's size (valid when the header says it is)."""
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96] and pages > 0
+    if valid and page_size and size < pages * page_size:
+        return f"{size:,} bytes, the header says {pages:,} pages of {page_size:,}"
+    return ""
 
 
 @dataclass

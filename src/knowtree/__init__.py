@@ -8,6 +8,7 @@ print(answer.answer, answer.status, answer.citations)
 
 from knowtree.config import Settings
 from knowtree.errors import (
+    BudgetExceededError,
     ConfigError,
     InputError,
     KnowtreeError,
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "BudgetExceededError",
     "BuildReport",
     "ChatMessage",
     "Chunk",

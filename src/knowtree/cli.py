@@ -32,6 +32,34 @@ ModelOpt = Annotated[
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="CPU threads for the embedded model")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+# budget caps, per build / per question (also settings: max_calls, max_tokens, max_cost)
+MaxCallsOpt = Annotated[
+    int | None, typer.Option("--max-calls", help="stop before more than this many model calls")
+]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option("--max-tokens", help="stop before more than this many tokens (in + out)")
+]
+MaxCostOpt = Annotated[
+    float | None, typer.Option("--max-cost", help="stop before spending more than this many USD")
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from knowtree import __version__
+
+        typer.echo(f"knowtree {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit"),
+    ] = None,
+) -> None:
+    """Build navigable knowledge trees from documents and answer questions by navigating them."""
 
 
 def _err(message: str, code: int = 1) -> typer.Exit:
@@ -49,12 +77,20 @@ def _run(
     fn: Any, *, interrupted: str = "finished model calls are cached, run the same command again to resume"
 ) -> Any:
     """Run a command body: user-fixable errors become one `error:` line and an exit code."""
+    import sqlite3
+
     try:
         return fn()
     except KnowtreeError as exc:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise
         raise _err(str(exc), 1 if isinstance(exc, UserError) else 3) from None
+    except sqlite3.Error as exc:  # a page found damaged, or a lock, past the checks made on open
+        if os.environ.get("KNOWTREE_DEBUG"):
+            raise
+        from knowtree.store.guard import describe_sqlite_error
+
+        raise _err(describe_sqlite_error(exc), 3) from None
     except KeyboardInterrupt:
         raise _err(f"interrupted: {interrupted}", 130) from None
 
@@ -94,11 +130,27 @@ def build(
     describe: Annotated[
         bool | None, typer.Option("--describe/--no-describe", help="describe each document (1 call each)")
     ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="replace a tree of another kind, or one holding other documents")
+    ] = False,
+    max_children: Annotated[
+        int | None, typer.Option("--max-children", help="children per branch [default: 8]")
+    ] = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_input_mb: Annotated[
+        float | None, typer.Option("--max-input-mb", help="largest text file accepted, in MB [default: 50]")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="start a large build without asking (see confirm_calls)")
+    ] = False,
 ) -> None:
     """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root.
 
     PDF, DOCX and HTML files (and Markdown with --structure headings) get a tree that follows their
     own outline, table of contents or headings, with page ranges."""
+    from knowtree.cli_admin import confirm_build
     from knowtree.cli_progress import BuildProgress
 
     def go() -> None:
@@ -114,6 +166,11 @@ def build(
             summaries=summaries,
             node_max_pages=max_pages,
             describe=describe,
+            max_children=max_children,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_input_mb=max_input_mb,
         )
         metadata: dict[str, str] = {}
         for item in meta or []:
@@ -123,7 +180,14 @@ def build(
             metadata[key.strip()] = value.strip()
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.build(
-                paths, tree=tree, progress=bar.update, on_client=bar.attach, add=add, meta=metadata or None
+                paths,
+                tree=tree,
+                progress=bar.update,
+                on_client=bar.attach,
+                add=add,
+                meta=metadata or None,
+                replace=replace,
+                confirm=confirm_build(yes, pause=bar),  # asks on a terminal, refuses elsewhere
             )
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
@@ -168,12 +232,24 @@ def ask(
     budget: Annotated[
         int | None, typer.Option(help="tree search: tokens of section text to read [default: 3000]")
     ] = None,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
 ) -> None:
     """Answer a question by navigating the tree; prints the answer, its status and citations."""
     from knowtree.cli_render import render_answer
 
     def go() -> None:
-        kt = _open(db=db, model=model, base_url=base_url, threads=threads, create=False)
+        kt = _open(
+            db=db,
+            model=model,
+            base_url=base_url,
+            threads=threads,
+            create=False,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+        )
         if stream or agent:
             from knowtree.cli_chat import ask_streaming
 
@@ -256,18 +332,26 @@ def rm(
     tree: Annotated[str, typer.Argument(help="tree name")],
     db: DbOpt = None,
     doc: Annotated[
-        str | None, typer.Option("--doc", help="remove only this document (and its nodes) from the tree")
+        str | None,
+        typer.Option("--doc", help="remove only this document: its stored path, or a unique end of it"),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="--doc on a chunk tree: rebuild with this model [default: the tree's]"),
+    ] = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Delete a tree, or one document of it (the model-call cache is kept)."""
 
     def go() -> None:
-        with _open(db=db, create=False) as kt:
+        with _open(db=db, create=False, base_url=base_url, threads=threads) as kt:
             if doc:
-                kt.remove_document(tree, doc)
+                report = kt.remove_document(tree, doc, model=model)
+                typer.echo(report.line())
             else:
                 kt.delete(tree)
-        typer.echo(f"removed {doc!r} from tree {tree!r}" if doc else f"deleted tree {tree!r}")
+                typer.echo(f"deleted tree {tree!r}")
 
     _run(go)
 
@@ -358,6 +442,10 @@ app.add_typer(expert_app, name="expert")
 from knowtree.cli_serve import keys_app, mcp_command, serve_command  # noqa: E402 - server, MCP, API keys
 
 app.command("serve")(serve_command), app.command("mcp")(mcp_command), app.add_typer(keys_app, name="keys")
+
+from knowtree.cli_admin import check_command  # noqa: E402
+
+app.command("check")(check_command)
 
 
 def main() -> None:

@@ -57,6 +57,11 @@ def add(
             )
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
+        elif not report.added:
+            typer.echo(
+                f"nothing new: all {report.skipped} messages of {file} are already in memory {name!r}"
+                f" ({report.messages} messages)"
+            )
         else:
             if report.fallbacks:
                 typer.echo(

@@ -15,19 +15,36 @@ expert_app = typer.Typer(help="Expert notes: where to look for which questions, 
 def export_command(
     tree: Annotated[str, typer.Argument(help="tree name")],
     db: DbOpt = None,
-    format: Annotated[str, typer.Option("--format", help="pageindex")] = "pageindex",
+    format: Annotated[
+        str, typer.Option("--format", help="pageindex | chatindex (conversation memories)")
+    ] = "pageindex",
     text: Annotated[bool, typer.Option("--text/--no-text", help="include the leaves' text")] = True,
 ) -> None:
-    """Write a tree as PageIndex-style JSON (structure, title, node_id, start_index/end_index, summary, nodes)."""
+    """Write a tree as PageIndex-style JSON (structure, title, node_id, start_index/end_index, summary,
+    nodes), or a conversation memory as ChatIndex-style JSON (topics with their messages)."""
     from knowtree.errors import UserError
     from knowtree.interop.pageindex import dumps, export_tree
     from knowtree.store.docinfo import doc_infos
 
     def go() -> None:
-        if format != "pageindex":
-            raise UserError(f"unknown export format {format!r} (known: pageindex)")
+        if format not in ("pageindex", "chatindex"):
+            raise UserError(f"unknown export format {format!r} (known: pageindex, chatindex)")
         with _open(db=db, create=False) as kt:
             t = kt.tree(tree)
+            if format == "chatindex":
+                from knowtree.interop.chatindex import export_memory
+
+                if t.info.kind != "conversation":
+                    raise UserError(f"--format chatindex exports conversation memories; {tree!r} is a {t.info.kind} tree")
+                settings = kt.store.tree_settings(tree)
+                data = export_memory(
+                    t.nodes,
+                    t.root.id,
+                    kt.store.load_messages(tree),
+                    max_children=int(settings.get("max_children") or kt.settings.max_children),  # type: ignore[call-overload]
+                )
+                typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+                return
             descriptions = {i.path: i.description for i in doc_infos(kt.store, tree)}
             data = export_tree(t.nodes, t.root.id, name=tree, descriptions=descriptions, with_text=text)
         typer.echo(dumps(data))
@@ -39,8 +56,10 @@ def import_command(
     file: Annotated[str, typer.Argument(help="PageIndex JSON file")],
     tree: Annotated[str, typer.Option("--tree", "-t", help="name of the tree to create")] = "default",
     db: DbOpt = None,
+    replace: Annotated[bool, typer.Option("--replace", help="replace an existing tree of that name")] = False,
 ) -> None:
-    """Read a PageIndex-style JSON tree into the database (no model call)."""
+    """Read a PageIndex-style JSON tree into the database (no model call). An existing tree of that
+    name is kept (an error) unless --replace."""
     from knowtree.errors import InputError
     from knowtree.interop.pageindex import import_tree
     from knowtree.store.docinfo import DocInfo, save_doc_infos
@@ -55,6 +74,9 @@ def import_command(
             raise InputError(file, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         nodes, root_id, docs = import_tree(data, file)
         with _open(db=db) as kt:
+            from knowtree.build.guards import check_target
+
+            check_target(kt.store, tree, kind="document", replace=replace, action=f"importing {file}")
             kt.store.save_tree(
                 tree,
                 root_id=root_id,

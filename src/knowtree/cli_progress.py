@@ -56,6 +56,15 @@ class BuildProgress:
         if self._bar is not None:
             self._bar.stop()
 
+    def pause(self) -> None:
+        """Hide the bar (to ask the user something); `resume` shows it again."""
+        if self._bar is not None:
+            self._bar.stop()
+
+    def resume(self) -> None:
+        if self._bar is not None:
+            self._bar.start()
+
     def attach(self, client: LLMClient) -> None:
         client.listeners.append(self._on_call)
 

@@ -67,6 +67,15 @@ class Settings(BaseModel):
     collection_strategy: Literal["auto", "describe", "metadata", "semantic"] = Field(
         "auto", description="how a question picks documents in a collection"
     )
+    # safety: budgets per build and per question, the confirmation threshold, input and lock limits
+    max_calls: int | None = Field(None, ge=0, description="model calls allowed per build / question (cache hits are free)")
+    max_tokens: int | None = Field(None, ge=0, description="input + output tokens allowed per build / question")
+    max_cost: float | None = Field(None, ge=0, description="USD allowed per build / question (needs the *_cost_per_mtok prices)")
+    confirm_calls: int = Field(
+        500, ge=0, description="a build estimated above this many model calls asks first (--yes skips)"
+    )
+    max_input_mb: float = Field(50.0, gt=0, description="largest text input file, in MB")
+    busy_timeout: float = Field(120.0, gt=0, description="seconds to wait for another process's write lock")
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> Settings:

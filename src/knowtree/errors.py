@@ -4,7 +4,8 @@ KnowtreeError
 ├── UserError                 the caller asked for something impossible
 │   ├── InputError            a file that cannot be read as text (names the file)
 │   ├── ConfigError           an unknown model string, a missing key or extra
-│   └── NotFoundError         no such tree / node
+│   ├── NotFoundError         no such tree / node
+│   └── BudgetExceededError   a --max-calls / --max-tokens / --max-cost cap was reached
 ├── ModelError                the model or its server misbehaved
 │   ├── ModelOutputError      a reply that stayed invalid after bounded repair retries
 │   └── ModelCallError        the call itself failed (after retries)
@@ -36,6 +37,17 @@ class ConfigError(UserError):
 
 class NotFoundError(UserError):
     pass
+
+
+class BudgetExceededError(UserError):
+    """A budget cap stopped a build or a question before its next model call; finished calls are
+    cached, so the same command with a higher cap resumes."""
+
+    def __init__(self, message: str, *, limit: str = "", used: float = 0, cap: float = 0) -> None:
+        self.limit = limit
+        self.used = used
+        self.cap = cap
+        super().__init__(message)
 
 
 class ModelError(KnowtreeError):

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from knowtree.build.conversation import AddReport, Progress, StepResult, TopicTree
-from knowtree.errors import InputError, NotFoundError, UserError
+from knowtree.errors import NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, _message, load_chat
 from knowtree.navigate.memory import HybridScorer, MemoryNavigator, MemoryOptions
-from knowtree.types import Answer, NavStep, Node
+from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
     from knowtree.pipeline import KnowTree
@@ -157,8 +157,19 @@ class Memory:
                 and all(_same(row, m) for row, m in zip(stored, msgs, strict=False))
             ):
                 skip = len(stored)
-        if skip == len(msgs):
-            raise InputError(str(path), f"all {len(msgs)} messages are already in memory {self.name!r}")
+        if skip == len(msgs):  # nothing new: not an error, and nothing is recorded
+            tree = self._load()
+            return AddReport(
+                memory=self.name,
+                added=0,
+                skipped=skip,
+                messages=tree.count,
+                nodes=len(tree.nodes),
+                depth=tree.depth(),
+                batches=0,
+                usage=Usage(),
+                seconds=0.0,
+            )
         return self.add(
             msgs[skip:], batch_size=batch_size, progress=progress, on_client=on_client, skipped=skip
         )

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowtree.build.builder import Progress, build_tree
+from knowtree.build.documents import RemoveReport
+from knowtree.build.estimate import Confirm, check_estimate
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY
 from knowtree.config import Settings
-from knowtree.errors import InputError, NotFoundError
+from knowtree.errors import ConfigError, InputError, NotFoundError, UserError
 from knowtree.ingest import load_documents
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
@@ -41,13 +44,15 @@ class BuildReport:
     usage: Usage
     seconds: float
     run_id: str
+    priced: bool = False  # the model has prices configured: the cost in USD is known
 
     def line(self) -> str:
         u = self.usage
+        cost = f" (${u.cost_usd:.4f})" if self.priced or u.cost_usd else ""  # $ when prices are set
         return (
             f"built tree {self.tree!r}: {self.documents} document(s), {self.nodes} nodes "
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
-            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
+            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
             f"{u.cached} answered from cache, {u.calls} LLM calls"
         )
 
@@ -76,8 +81,9 @@ class KnowTree:
             raise NotFoundError(
                 f"no knowtree database at {settings.db}: build a tree first (knowtree build PATH)"
             )
-        self.store = SQLiteStore(settings.db)
+        self.store = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
         self._model: Model | None = model
+        self._model_given = model is not None  # a Model object, not a model string from the settings
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -88,11 +94,19 @@ class KnowTree:
             self._model = resolve_model(self.settings)
         return self._model
 
+    def model_spec(self) -> dict[str, str]:
+        """What a tree records to be worked on later with the same model: the model string it was
+        built from (nothing when the caller passed a Model object)."""
+        return {} if self._model_given else {"model_spec": self.settings.model}
+
     def client(self, run_id: str | None = None) -> LLMClient:
         options = ClientOptions(
             max_retries=self.settings.max_retries,
             repair_attempts=self.settings.repair_attempts,
             concurrency=self.settings.concurrency,
+            max_calls=self.settings.max_calls,
+            max_tokens=self.settings.max_tokens,
+            max_cost=self.settings.max_cost,
         )
         return LLMClient(self.model, self.store, options, run_id=run_id)
 
@@ -118,34 +132,73 @@ class KnowTree:
         add: bool = False,
         meta: dict[str, str] | None = None,
         rename: Callable[[str], str] | None = None,
+        replace: bool = False,
+        confirm: Confirm | None = None,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
         Every input is read and checked first: a bad file raises `InputError` before anything is
         stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
-        edit only pays for what changed and its ancestors. `rename` maps each file's path to the
-        name the tree (and its citations) will use (the server names uploads by their file names).
+        edit only pays for what changed and its ancestors. `add` keeps the documents already in the
+        tree; without it, a tree holding other documents (or a conversation memory) is refused
+        unless `replace`. `confirm` is asked when the estimate passes `confirm_calls`. `rename` maps
+        each file's path to the name the tree (and its citations) will use (the server names uploads
+        by their file names).
         """
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
             raise InputError("(no input)", "give at least one file, directory or glob")
+        from knowtree.build.guards import check_target
         from knowtree.ingest.sources import has_structured_input
 
-        headings = self.settings.structure == "headings"
-        if headings or add or meta or has_structured_input(paths):  # PDF, DOCX, HTML: by their structure
+        s = self.settings
+        max_bytes = int(s.max_input_mb * 1_000_000)
+        headings = s.structure == "headings"
+        chunk_tree = self._is_chunk_tree(tree)
+        if headings or meta or has_structured_input(paths) or (add and not chunk_tree):
             from knowtree.ingest.sources import load_sources
+            from knowtree.ingest.structure import StructuredDocument
 
-            sources = load_sources(paths, headings=headings)  # every file checked before anything is stored
+            # every file checked before anything is stored
+            sources = load_sources(paths, headings=headings, max_bytes=max_bytes)
             if rename is not None:
                 for sd in sources:
                     sd.document = sd.document.model_copy(update={"path": rename(sd.document.path)})
+            check_target(self.store, tree, kind="document", paths=[d.path for d in sources], add=add, replace=replace)
+            if add and chunk_tree:  # a chunk tree grows into a collection: its documents stay
+                for sd in sources:  # the metadata given is for the new documents only
+                    sd.meta = {**sd.meta, **(meta or {})}
+                meta = None
+                new = {os.path.normpath(sd.path) for sd in sources}
+                kept = [
+                    StructuredDocument(document=d, sections=[], source="chunks")
+                    for d in self.store.documents(tree)
+                    if os.path.normpath(d.path) not in new
+                ]
+                sources, add = [*kept, *sources], False
+            check_estimate(self, tree, sources, confirm, structured=True)
             return self.build_sources(
-                sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client
+                sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=True
             )
-        documents = load_documents(paths)
+        documents = load_documents(paths, max_bytes=max_bytes)
         if rename is not None:
             documents = [d.model_copy(update={"path": rename(d.path)}) for d in documents]
-        return self.build_documents(documents, tree=tree, progress=progress, on_client=on_client)
+        check_target(self.store, tree, kind="document", paths=[d.path for d in documents], add=add, replace=replace)
+        if add and chunk_tree:  # the documents already in the tree stay (a new version replaces its old one)
+            new = {os.path.normpath(d.path) for d in documents}
+            documents = [d for d in self.store.documents(tree) if os.path.normpath(d.path) not in new] + documents
+        check_estimate(self, tree, documents, confirm)
+        return self.build_documents(documents, tree=tree, progress=progress, on_client=on_client, replace=True)
+
+    def _is_chunk_tree(self, tree: str) -> bool:
+        """An existing document tree built in chunks (no per-document records, unlike a collection)."""
+        from knowtree.store.docinfo import doc_infos
+
+        return (
+            self.store.tree_exists(tree)
+            and self.store.tree_info(tree).kind == "document"
+            and not doc_infos(self.store, tree)
+        )
 
     def build_sources(
         self,
@@ -156,34 +209,69 @@ class KnowTree:
         meta: dict[str, str] | None = None,
         progress: Progress | None = None,
         on_client: Callable[[LLMClient], None] | None = None,
+        replace: bool = False,
     ) -> BuildReport:
         """Build a tree that follows the documents' own structure (`ingest.structure.StructuredDocument`s);
-        `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata."""
+        `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata.
+        A tree of another kind under that name is refused unless `replace`."""
         from knowtree.build.documents import build_sources
+        from knowtree.build.guards import check_target
 
+        check_target(self.store, tree, kind="document", paths=[sd.path for sd in sources], add=True, replace=replace)
         if meta:
             for sd in sources:
                 sd.meta = {**sd.meta, **meta}
         return build_sources(self, sources, tree=tree, add=add, progress=progress, on_client=on_client)
 
-    def remove_document(self, tree: str, path: str) -> None:
-        """Remove one document and its nodes from a tree (`knowtree rm TREE --doc PATH`)."""
+    def remove_document(self, tree: str, path: str, *, model: str | None = None) -> RemoveReport:
+        """Remove one document and its nodes from a tree (`knowtree rm TREE --doc PATH`).
+
+        `path` must name exactly one stored document (its stored path, or a unique suffix of it).
+        A tree built in chunks is rebuilt from its other documents with the model it was built with
+        (or `model`); unchanged calls come from the cache."""
         from knowtree.build.documents import remove_document
+        from knowtree.build.guards import match_document
         from knowtree.store.docinfo import doc_infos
 
-        if doc_infos(self.store, tree):
-            remove_document(self, tree, path)
-            return
-        # a chunk-based tree: rebuilt from the other stored documents (unchanged calls are cached)
+        info = self.store.tree_info(tree)
+        if info.kind != "document":
+            raise UserError(f"tree {tree!r} is a {info.kind} tree: --doc removes documents from document trees")
+        infos = doc_infos(self.store, tree)
         docs = self.store.documents(tree)
-        rest = [d for d in docs if d.path != path and not d.path.endswith(f"/{path}")]
-        if len(rest) == len(docs):
-            known = ", ".join(d.path for d in docs) or "none"
-            raise NotFoundError(f"no document {path!r} in tree {tree!r} (documents: {known})")
-        if not rest:
+        target = match_document([i.path for i in infos] if infos else [d.path for d in docs], path, tree)
+        left = len(infos or docs) - 1
+        if not left:
             self.delete(tree)
+            return RemoveReport(tree, target, 0, info.model, info.model, Usage())
+        self._use_tree_model(tree, model, required=not infos)
+        if infos:
+            usage = remove_document(self, tree, target)
+            return RemoveReport(tree, target, left, info.model, info.model, usage)
+        report = self.build_documents([d for d in docs if d.path != target], tree=tree, replace=True)
+        return RemoveReport(tree, target, left, info.model, self.store.tree_info(tree).model, report.usage)
+
+    def _use_tree_model(self, tree: str, model: str | None, *, required: bool) -> None:
+        """Work on an existing tree with the model it was built with, unless `model` (or a Model
+        object given to KnowTree) says otherwise: never the default model by accident."""
+        if model is None and self._model_given:
             return
-        self.build_documents(rest, tree=tree)
+        from knowtree.llm.registry import spec_for_id
+
+        spec = model or str(self.store.tree_settings(tree).get("model_spec") or "") or spec_for_id(
+            self.store.tree_info(tree).model
+        )
+        if not spec:
+            if required:
+                raise ConfigError(
+                    f"tree {tree!r} was built with {self.store.tree_info(tree).model!r}, which cannot be "
+                    "loaded by name: pass --model"
+                )
+            return
+        if spec != self.settings.model or self._model is None:
+            if self._model is not None:
+                self._model.close()
+            self.settings = self.settings.with_overrides(model=spec)
+            self._model = None
 
     def build_documents(
         self,
@@ -192,11 +280,16 @@ class KnowTree:
         tree: str = "default",
         progress: Progress | None = None,
         on_client: Callable[[LLMClient], None] | None = None,
+        replace: bool = False,
     ) -> BuildReport:
-        """Build (or rebuild) the tree `tree` from documents already in memory (see `build`)."""
+        """Build (or rebuild) the tree `tree` from documents already in memory (see `build`); a tree
+        of another kind under that name (a conversation memory) is refused unless `replace`."""
+        from knowtree.build.guards import check_target
+
         started = time.monotonic()
         if not documents:
             raise InputError("(no input)", "no documents to build from")
+        check_target(self.store, tree, kind="document", paths=[d.path for d in documents], add=True, replace=replace)
         model = self.model  # resolve (and fail on a bad model string) before a run is recorded
         run_id = self.store.start_run("build", tree, detail=" ".join(d.path for d in documents)[:500])
         client = self.client(run_id)
@@ -219,7 +312,10 @@ class KnowTree:
                 nodes=result.nodes,
                 documents=documents,
                 model=model.id,
-                settings=s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy"}),
+                settings={
+                    **s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy"}),
+                    **self.model_spec(),
+                },
             )
         except BaseException:
             self.store.finish_run(run_id, "failed")
@@ -233,6 +329,7 @@ class KnowTree:
             leaves=result.leaves,
             depth=result.depth,
             fallbacks=result.fallbacks,
+            priced=bool(model.input_cost_per_mtok or model.output_cost_per_mtok),
             usage=client.usage.model_copy(),
             seconds=time.monotonic() - started,
             run_id=run_id,

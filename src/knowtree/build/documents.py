@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from knowtree.build.builder import Progress
+from knowtree.build.estimate import eager_paths
 from knowtree.build.structure import StructureOptions, build_structure, finish_root
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY
 from knowtree.errors import NotFoundError
@@ -23,18 +25,32 @@ from knowtree.types import Document, Node, Usage
 if TYPE_CHECKING:
     from knowtree.pipeline import BuildReport, KnowTree
 
+@dataclass
+class RemoveReport:
+    """What `remove_document` did: the exact document removed, and the model the tree has now."""
+
+    tree: str
+    removed: str
+    documents_left: int
+    model_before: str
+    model_after: str
+    usage: Usage
+
+    def line(self) -> str:
+        if not self.documents_left:
+            return f"removed {self.removed!r}, the last document of tree {self.tree!r}: the tree is deleted"
+        relabel = (
+            f"; rebuilt with {self.model_after} (it was built with {self.model_before})"
+            if self.model_after != self.model_before
+            else ""
+        )
+        return (
+            f"removed {self.removed!r} from tree {self.tree!r} ({self.documents_left} document(s) left; "
+            f"{self.usage.calls} LLM calls, {self.usage.cached} answered from cache{relabel})"
+        )
+
+
 SETTINGS_KEPT = {"node_max_pages", "node_max_chars", "max_children", "taxonomy", "summaries", "structure"}
-
-
-def eager_paths(sources: Sequence[StructuredDocument], summaries: str) -> frozenset[str]:
-    """Which documents get metadata now: all (eager), none (none/lazy), or, for auto, all but the
-    paged ones (a long PDF summarized in full on a small local model takes hours; its titles-only
-    tree costs no call)."""
-    if summaries == "eager":
-        return frozenset(s.path for s in sources)
-    if summaries in ("none", "lazy"):
-        return frozenset()
-    return frozenset(s.path for s in sources if not s.pages)
 
 
 def subtree(nodes: dict[str, Node], top: str) -> list[Node]:
@@ -127,7 +143,7 @@ def build_sources(
         for n in changed:
             nodes[n.id] = n
         documents = [*kept_docs, *(sd.document for sd in sources)]
-        settings = s.model_dump(include=SETTINGS_KEPT)
+        settings = {**s.model_dump(include=SETTINGS_KEPT), **kt.model_spec()}
         settings["summaries"] = summaries
         store.save_tree(
             tree,
@@ -152,6 +168,7 @@ def build_sources(
         leaves=sum(1 for n in all_nodes if n.is_leaf),
         depth=max((n.level for n in all_nodes), default=0),
         fallbacks=sum(1 for n in all_nodes if n.meta.fallback),
+        priced=bool(model.input_cost_per_mtok or model.output_cost_per_mtok),
         usage=client.usage.model_copy(),
         seconds=time.monotonic() - started,
         run_id=run_id,
@@ -164,7 +181,7 @@ def remove_document(kt: KnowTree, tree: str, path: str) -> Usage:
     store = kt.store
     previous = store.load_nodes(tree)
     infos = doc_infos(store, tree)
-    match = [i for i in infos if i.path == path] or [i for i in infos if i.path.endswith(path)]
+    match = [i for i in infos if i.path == path]  # the caller matched the name (build.guards.match_document)
     if len(match) != 1:
         known = ", ".join(i.path for i in infos) or "none"
         raise NotFoundError(f"no document {path!r} in tree {tree!r} (documents: {known})")

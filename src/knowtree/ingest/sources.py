@@ -79,8 +79,11 @@ def has_structured_input(entries: Sequence[str]) -> bool:
         return False
 
 
-def load_sources(entries: Sequence[str], *, headings: bool = False) -> list[StructuredDocument]:
-    """Every file as a `StructuredDocument`; the first unreadable one raises `InputError`."""
+def load_sources(
+    entries: Sequence[str], *, headings: bool = False, max_bytes: int = 50_000_000
+) -> list[StructuredDocument]:
+    """Every file as a `StructuredDocument`; the first unreadable one raises `InputError`.
+    `max_bytes`: the largest text file accepted."""
     from knowtree.ingest.docx import load_docx
     from knowtree.ingest.html import load_html
     from knowtree.ingest.markdown import markdown_sections
@@ -96,7 +99,7 @@ def load_sources(entries: Sequence[str], *, headings: bool = False) -> list[Stru
         elif kind == "html":
             out.append(load_html(path))
         else:
-            doc = load_documents([path])[0]
+            doc = load_documents([path], max_bytes=max_bytes)[0]
             if headings and os.path.splitext(path)[1].lower() in (".md", ".markdown"):
                 out.append(markdown_sections(doc))
             else:

@@ -16,6 +16,7 @@ The adapters in this package only talk to a provider. This module adds, once for
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -26,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from knowtree.errors import ModelOutputError, TransientModelError
+from knowtree.errors import BudgetExceededError, ModelOutputError, TransientModelError
 from knowtree.llm.base import Completion, Message, Model, Request
 from knowtree.types import Usage
 
@@ -96,6 +97,10 @@ class ClientOptions:
     repair_attempts: int = 2  # extra calls that feed a validation error back
     max_wait_s: float = 60.0
     concurrency: int = 4
+    # budget caps for everything this client does (one build, one question); None: no cap
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
 
 
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -148,6 +153,8 @@ class LLMClient:
         self._sem = threading.BoundedSemaphore(limit)
         self._lock = threading.Lock()
         self.usage = Usage()  # everything this client did, cached calls included
+        self._pending: dict[int, tuple[int, float]] = {}  # calls under way: (estimated tokens, cost)
+        self._tickets = itertools.count()
         self.listeners: list[Callable[[Usage, bool], None]] = []
 
     # -- raw calls -----------------------------------------------------------------------------
@@ -170,13 +177,14 @@ class LLMClient:
 
         started = time.monotonic()
         error: str | None = None
+        ticket = self._reserve(request)
         try:
             with self._sem:
                 completion = self._call_with_retries(request, on_text)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             usage = Usage(calls=1, seconds=time.monotonic() - started)
-            self._account(usage, key, purpose, cached=False, error=error)
+            self._account(usage, key, purpose, cached=False, error=error, ticket=ticket)
             raise
         usage = Usage(
             calls=1,
@@ -191,8 +199,29 @@ class LLMClient:
         )
         # every reply is kept: a truncated or invalid one is followed by a different request anyway
         self.store.cache_put(key, self.model.id, completion)
-        self._account(usage, key, purpose, cached=False, error=None)
+        self._account(usage, key, purpose, cached=False, error=None, ticket=ticket)
         return completion, usage, False
+
+    def _reserve(self, request: Request) -> int:
+        """Check the budget caps before a model call (cache hits never count) and reserve its share,
+        so concurrent calls cannot overshoot a cap together. Raises `BudgetExceededError`."""
+        o = self.options
+        tokens = sum(len(m.content) for m in request.messages) // 4 + 1  # the prompt, about
+        cost = tokens * self.model.input_cost_per_mtok / 1e6
+        with self._lock:
+            pending = self._pending.values()
+            calls = self.usage.calls + len(self._pending)
+            used_tokens = self.usage.input_tokens + self.usage.output_tokens + sum(t for t, _ in pending)
+            used_cost = self.usage.cost_usd + sum(c for _, c in pending)
+            if o.max_calls is not None and calls + 1 > o.max_calls:
+                raise _budget("calls", calls, o.max_calls, f"{calls} model calls made")
+            if o.max_tokens is not None and used_tokens + tokens > o.max_tokens:
+                raise _budget("tokens", used_tokens, o.max_tokens, f"{used_tokens:,} tokens used")
+            if o.max_cost is not None and used_cost + cost > o.max_cost:
+                raise _budget("cost", used_cost, o.max_cost, f"${used_cost:.4f} spent")
+            ticket = next(self._tickets)
+            self._pending[ticket] = (tokens, cost)
+            return ticket
 
     def _call_with_retries(
         self, request: Request, on_text: Callable[[str], None] | None = None
@@ -220,9 +249,13 @@ class LLMClient:
                 return self.model.complete(request)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _account(self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None) -> None:
+    def _account(
+        self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None, ticket: int | None = None
+    ) -> None:
         with self._lock:
             self.usage.add(usage)
+            if ticket is not None:  # the reserved share becomes real usage in one step
+                self._pending.pop(ticket, None)
         self.store.record_call(
             run_id=self.run_id,
             key=key,
@@ -311,6 +344,17 @@ class LLMClient:
         if check is not None:
             check(value)
         return value
+
+
+def _budget(limit: str, used: float, cap: float, done: str) -> BudgetExceededError:
+    shown = f"${cap:g}" if limit == "cost" else f"{cap:,g}"
+    return BudgetExceededError(
+        f"budget reached: {done}, the next call would pass --max-{limit} {shown}; finished calls are "
+        "cached: run the same command with a higher cap (or none) to resume",
+        limit=limit,
+        used=used,
+        cap=cap,
+    )
 
 
 def _short_error(exc: Exception) -> str:

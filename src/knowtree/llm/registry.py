@@ -17,6 +17,7 @@ MODEL_FORMS: list[tuple[str, str]] = [
     ("ollama:MODEL", "Ollama's OpenAI-compatible endpoint (http://127.0.0.1:11434/v1 by default)"),
     ("anthropic:MODEL", "Anthropic (needs ANTHROPIC_API_KEY)"),
     ("keyword", "a deterministic word-overlap model shipped for tests and offline demos (no LLM)"),
+    ("slow[:SECONDS]", "the keyword model, SECONDS (default 0.05) per call: for crash and load tests"),
 ]
 
 
@@ -77,5 +78,33 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
         from knowtree.llm.testing import KeywordModel
 
         return KeywordModel()
+    if kind == "slow":
+        from knowtree.llm.testing import SlowKeywordModel
+
+        try:
+            delay = float(rest) if rest else 0.05
+        except ValueError:
+            raise ConfigError(f"model {spec!r}: write slow or slow:SECONDS, e.g. slow:0.2") from None
+        return SlowKeywordModel(delay)
     forms = ", ".join(f for f, _ in MODEL_FORMS)
     raise ConfigError(f"unknown model {spec!r}: use one of {forms}")
+
+
+def spec_for_id(model_id: str) -> str | None:
+    """The model string that loads the model a tree records by id (for trees that did not record
+    their model string); None when the id cannot be loaded by name (a custom Model, an import)."""
+    from knowtree.llm.model_files import DEFAULT_LOCAL_MODEL
+
+    kind, _, rest = model_id.partition(":")
+    if model_id in ("keyword", "test"):
+        return "keyword"
+    if model_id == "keyword-slow":
+        return "slow"
+    if kind == "local":
+        return "local" if rest == DEFAULT_LOCAL_MODEL else None
+    if kind == "anthropic" and rest:
+        return model_id
+    if kind == "openai" and rest:
+        name, _, url = rest.partition("@")
+        return f"openai:{name}" if url in ("", "api.openai.com") else f"openai:{name}@{url}"
+    return None

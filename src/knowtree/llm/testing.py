@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -257,3 +258,18 @@ class KeywordModel(DocumentRoles, FunctionModel):
             if nid not in viewed and "messages" not in _:
                 return {"tool": "view", "node": nid}
         return {"tool": "answer", "answer": "", "messages": []}
+
+
+class SlowKeywordModel(KeywordModel):
+    """The keyword model taking `delay` seconds per call: long builds and imports for crash and
+    concurrency tests without a real model (`--model slow` or `slow:SECONDS`). Its id does not
+    depend on the delay, so runs with different delays share the cache."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        super().__init__()
+        self.id = "keyword-slow"
+        self.delay = delay
+
+    def reply(self, request: Request) -> dict[str, Any]:
+        time.sleep(self.delay)
+        return super().reply(request)

@@ -148,6 +148,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX jobs_state ON jobs(state, created);
     """,
+    # runs: the pid and host of the process doing a run (a killed run is then shown 'interrupted')
+    """
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    """,
 ]
 
 

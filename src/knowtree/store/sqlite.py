@@ -13,7 +13,9 @@ from pathlib import Path
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
+from knowtree.store.guard import mark, preflight
 from knowtree.store.migrations import migrate
+from knowtree.store.runs import busy_error, mark_interrupted, process_alive, this_process
 from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, TreeInfo, Usage
 
 _MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
@@ -26,20 +28,26 @@ def _now() -> str:
 class SQLiteStore:
     """Thread-safe (one connection, one lock); every write is its own transaction."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 120.0) -> None:
         self.path = str(path)
+        preflight(self.path)  # an empty, foreign or damaged file is refused before anything touches it
         try:
             self._conn = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+                self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
             )
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from exc
+        self.busy_timeout = busy_timeout
         try:
             self._conn.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn)
+            mark(self._conn)
+        except sqlite3.OperationalError as exc:
+            self._conn.close()
+            raise busy_error(self.path, exc, busy_timeout) from exc
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise StoreError(f"{self.path}: not a usable knowtree database ({exc})") from exc
@@ -55,7 +63,10 @@ class SQLiteStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # still locked after the busy timeout
+                raise busy_error(self.path, exc, self.busy_timeout) from exc
             try:
                 yield self._conn
             except BaseException:
@@ -328,11 +339,16 @@ class SQLiteStore:
             )
 
     def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
+        """Record a run as 'running' with this process's pid and host; runs whose process is gone
+        (killed) are marked 'interrupted' on the way."""
         run_id = uuid.uuid4().hex[:12]
+        pid, host = this_process()
         with self._tx() as c:
+            mark_interrupted(c, _now())
             c.execute(
-                "INSERT INTO runs(id, kind, tree, detail, status, started) VALUES (?, ?, ?, ?, 'running', ?)",
-                (run_id, kind, tree, detail, _now()),
+                "INSERT INTO runs(id, kind, tree, detail, status, started, pid, host)"
+                " VALUES (?, ?, ?, ?, 'running', ?, ?, ?)",
+                (run_id, kind, tree, detail, _now(), pid, host),
             )
         return run_id
 
@@ -356,7 +372,8 @@ class SQLiteStore:
         )
 
     def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]:
-        sql = "SELECT id, kind, tree, detail, status, started, finished FROM runs"
+        """The latest runs; a 'running' run whose process is gone shows as 'interrupted'."""
+        sql = "SELECT id, kind, tree, detail, status, started, finished, pid, host FROM runs"
         args: tuple = ()
         if tree:
             sql += " WHERE tree = ?"
@@ -366,7 +383,9 @@ class SQLiteStore:
         keys = ("id", "kind", "tree", "detail", "status", "started", "finished")
         out: list[dict[str, object]] = []
         for r in rows:
-            item: dict[str, object] = dict(zip(keys, r, strict=True))
+            item: dict[str, object] = dict(zip(keys, r[:7], strict=True))
+            if item["status"] == "running" and not process_alive(r[7], r[8]):
+                item["status"] = "interrupted"
             item["usage"] = self.run_usage(str(r[0])).model_dump()
             out.append(item)
         return out

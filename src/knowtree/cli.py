@@ -94,6 +94,9 @@ def build(
     describe: Annotated[
         bool | None, typer.Option("--describe/--no-describe", help="describe each document (1 call each)")
     ] = None,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="build from the good files; report the bad ones skipped")
+    ] = False,
 ) -> None:
     """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root.
 
@@ -123,8 +126,16 @@ def build(
             metadata[key.strip()] = value.strip()
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.build(
-                paths, tree=tree, progress=bar.update, on_client=bar.attach, add=add, meta=metadata or None
+                paths,
+                tree=tree,
+                progress=bar.update,
+                on_client=bar.attach,
+                add=add,
+                meta=metadata or None,
+                skip_bad=skip_bad,
             )
+        for line in report.skipped:
+            typer.echo(f"skipped: {line}", err=True)
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,14 +41,16 @@ class BuildReport:
     usage: Usage
     seconds: float
     run_id: str
+    skipped: list[str] = field(default_factory=list)  # "path: reason" of each file --skip-bad left out
 
     def line(self) -> str:
         u = self.usage
+        skipped = f"; skipped {len(self.skipped)} bad file(s)" if self.skipped else ""
         return (
             f"built tree {self.tree!r}: {self.documents} document(s), {self.nodes} nodes "
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
-            f"{u.cached} answered from cache, {u.calls} LLM calls"
+            f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
         )
 
 
@@ -117,13 +119,33 @@ class KnowTree:
         on_client: Callable[[LLMClient], None] | None = None,
         add: bool = False,
         meta: dict[str, str] | None = None,
+        skip_bad: bool = False,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
-        Every input is read and checked first: a bad file raises `InputError` before anything is
-        stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
-        edit only pays for what changed and its ancestors.
+        Every input is read and checked first: bad files raise `InputError` (several: `BadFilesError`
+        naming each) before anything is stored; with `skip_bad` the rest is built and the report's
+        `skipped` lists each bad file and why. Unchanged content costs no model call (the cache
+        answers), so rebuilding after an edit only pays for what changed and its ancestors.
         """
+        from knowtree.ingest.problems import Skipped
+
+        skipped: list[Skipped] = []
+        report = self._build_paths(paths, tree, progress, on_client, add, meta, skip_bad, skipped)
+        report.skipped = [s.line() for s in skipped]
+        return report
+
+    def _build_paths(
+        self,
+        paths: Sequence[str] | str,
+        tree: str,
+        progress: Progress | None,
+        on_client: Callable[[LLMClient], None] | None,
+        add: bool,
+        meta: dict[str, str] | None,
+        skip_bad: bool,
+        skipped: list[Any],
+    ) -> BuildReport:
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
             raise InputError("(no input)", "give at least one file, directory or glob")
@@ -133,11 +155,13 @@ class KnowTree:
         if headings or add or meta or has_structured_input(paths):  # PDF, DOCX, HTML: by their structure
             from knowtree.ingest.sources import load_sources
 
-            sources = load_sources(paths, headings=headings)  # every file checked before anything is stored
+            # every file checked before anything is stored
+            sources = load_sources(paths, headings=headings, skip_bad=skip_bad, skipped=skipped)
             return self.build_sources(
                 sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client
             )
-        return self.build_documents(load_documents(paths), tree=tree, progress=progress, on_client=on_client)
+        docs = load_documents(paths, skip_bad=skip_bad, skipped=skipped)
+        return self.build_documents(docs, tree=tree, progress=progress, on_client=on_client)
 
     def build_sources(
         self,

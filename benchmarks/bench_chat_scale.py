@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             chat = work / f"chat{n}.jsonl"
             write_chat(chat, n)
-            for label, db in (("empty db", work / f"empty{n}.db"), (f"db with {fill_mb:.0f} MB of other trees", filled)):
+            for label, db in (
+                ("empty db", work / f"empty{n}.db"),
+                (f"db with {fill_mb:.0f} MB of other trees", filled),
+            ):
                 row = {"db": label, **run_one(db, chat, f"chat{n}")}
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)

@@ -30,7 +30,9 @@ def test_a_timestamp_past_the_date_limits_is_an_error_naming_file_and_record(
     with pytest.raises(InputError) as err:
         load_chat(path)
     assert err.value.path == str(path) and "line 2" in err.value.reason and "out of range" in err.value.reason
-    result = runner.invoke(app, ["chat", "add", "ov", str(path), "--db", str(tmp_path / "o.db"), "-m", "keyword"])
+    result = runner.invoke(
+        app, ["chat", "add", "ov", str(path), "--db", str(tmp_path / "o.db"), "-m", "keyword"]
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.strip().count("\n") == 0 and "line 2" in result.output
 

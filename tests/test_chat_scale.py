@@ -94,9 +94,10 @@ def test_full_text_rows_follow_their_nodes_by_key(tmp_path: Path) -> None:
             " WHERE f.id IS NOT n.id OR f.tree IS NOT n.tree"
         ).fetchone()[0]
         assert mismatched == 0
-        assert c.execute("SELECT COUNT(*) FROM nodes_fts").fetchone()[0] == c.execute(
-            "SELECT COUNT(*) FROM nodes"
-        ).fetchone()[0]
+        assert (
+            c.execute("SELECT COUNT(*) FROM nodes_fts").fetchone()[0]
+            == c.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+        )
         assert kt.store.search_nodes("docs", "word5")
         kt.delete("chat")
         assert c.execute("SELECT COUNT(*) FROM nodes_fts WHERE tree = 'chat'").fetchone()[0] == 0
@@ -122,9 +123,7 @@ def test_a_version_4_database_keeps_its_full_text_rows(tmp_path: Path) -> None:
         for statement in (s for s in script.split(";") if s.strip()):
             c.execute(statement)
         c.execute(f"PRAGMA user_version = {number}")
-    c.execute(
-        "INSERT INTO trees(name, root_id, created, updated) VALUES ('t', 'r', 'now', 'now')"
-    )
+    c.execute("INSERT INTO trees(name, root_id, created, updated) VALUES ('t', 'r', 'now', 'now')")
     c.execute(
         "INSERT INTO nodes(tree, id, kind, level, position, children_json, meta_json, text)"
         " VALUES ('t', 'r', 'root', 1, 0, '[]', '{}', 'the lighthouse keeper')"

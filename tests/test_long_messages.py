@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,21 @@ def test_a_fact_deep_in_a_pasted_12k_document_is_found_and_cited_by_its_position
     doc, at = _design_doc()
     assert 9_000 < len(doc) < 16_000 and at > 8_000
     chat = [
-        {"role": "user", "name": "Ann", "content": f"Morning! Coffee plans for Friday number {i}?",
-         "timestamp": f"2024-03-01T09:{i:02d}"}
+        {
+            "role": "user",
+            "name": "Ann",
+            "content": f"Morning! Coffee plans for Friday number {i}?",
+            "timestamp": f"2024-03-01T09:{i:02d}",
+        }
         for i in range(12)
     ]
     chat.append({"role": "user", "name": "Ann", "content": doc, "timestamp": "2024-03-01T09:30"})
     chat += [
-        {"role": "assistant", "content": f"Thanks, noted the document, item {i}.",
-         "timestamp": f"2024-03-01T09:{31 + i:02d}"}
+        {
+            "role": "assistant",
+            "content": f"Thanks, noted the document, item {i}.",
+            "timestamp": f"2024-03-01T09:{31 + i:02d}",
+        }
         for i in range(6)
     ]
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
@@ -84,7 +92,7 @@ def test_passages_cover_a_long_text_exactly() -> None:
     doc, _ = _design_doc()
     spans = split_spans(doc)
     assert spans[0][0] == 0 and spans[-1][1] == len(doc)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert "".join(doc[a:b] for a, b in spans) == doc
     assert all(0 < b - a <= SINGLE_CHARS for a, b in spans)
     assert split_spans("short") == [(0, 5)]

@@ -39,7 +39,11 @@ def ask_search(tmp_path: Path, overrides: dict[str, Any]) -> knowtree.Answer:
     path = tmp_path / "manual.md"
     path.write_text(MANUAL, encoding="utf-8")
     with knowtree.open(
-        tmp_path / "kb.db", model=model_with(overrides), structure="headings", summaries="none", describe=False
+        tmp_path / "kb.db",
+        model=model_with(overrides),
+        structure="headings",
+        summaries="none",
+        describe=False,
     ) as kt:
         kt.build([str(path)], tree="m")
         return kt.tree("m").ask(QUESTION, mode="search")
@@ -105,8 +109,12 @@ def test_the_cli_prints_one_line_for_a_broken_model(tmp_path: Path, monkeypatch:
     path = tmp_path / "notes.md"
     path.write_text("The lighthouse keeper logs the weather.\n", encoding="utf-8")
     monkeypatch.setattr("knowtree.llm.registry.resolve_model", lambda settings, env=None: Broken())
-    result = CliRunner().invoke(app, ["build", str(path), "--tree", "n", "--db", str(tmp_path / "kb.db"), "-q"])
+    result = CliRunner().invoke(
+        app, ["build", str(path), "--tree", "n", "--db", str(tmp_path / "kb.db"), "-q"]
+    )
     assert result.exit_code == 3
     assert result.exception is None or isinstance(result.exception, SystemExit)
     out = result.output.strip().splitlines()
-    assert out == [f"error: {out[0][7:]}"] and "my-broken-model" in out[0] and "Traceback" not in result.output
+    assert (
+        out == [f"error: {out[0][7:]}"] and "my-broken-model" in out[0] and "Traceback" not in result.output
+    )

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictInt, create_model
+from pydantic import BaseModel, StrictInt, create_model
 
 from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message

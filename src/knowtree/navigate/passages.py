@@ -89,9 +89,7 @@ def pieces_of(node: Node) -> list[Piece]:
     """The passages of a message leaf, in order, covering its content exactly."""
     _, content = speaker_and_content(node)
     spans = split_spans(content)
-    return [
-        Piece(node.id, a, b, content[a:b], len(content), i) for i, (a, b) in enumerate(spans)
-    ]
+    return [Piece(node.id, a, b, content[a:b], len(content), i) for i, (a, b) in enumerate(spans)]
 
 
 class Passages:

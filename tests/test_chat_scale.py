@@ -137,3 +137,12 @@ def test_a_version_4_database_keeps_its_full_text_rows(tmp_path: Path) -> None:
         assert row == (1,)
     finally:
         store.close()
+
+
+def test_pack_run_groups_the_lowest_older_children_and_never_the_last() -> None:
+    from knowtree.build.rebalance import pack_run
+
+    assert pack_run([1] * 8, 8) is None  # fits
+    assert pack_run([1] * 9, 8) == (0, 8)  # eight subtopics become one group; the last stays
+    assert pack_run([3, 2, 2, 2, 2, 2, 2, 1, 1], 8) == (1, 8)  # the lowest run of two or more (levels ≤ 2)
+    assert pack_run([4, 3, 2, 1, 4, 3, 2, 1, 1], 8) == (2, 4)  # no equal run: the lowest pair that fits

@@ -4,9 +4,11 @@ Messages only ever arrive at the right end of the tree (time order), so a node o
 grows by appending children. When it holds more than `max_children`, its older children (never the
 last one: it is on the current path) are packed into a new "period" group, always choosing the
 *lowest* children first: the oldest run of at least two consecutive children whose height is at most
-the smallest height that has such a run, up to `max_children` of them. For one long topic that means
-eight subtopics make a group, eight groups a group of groups, and so on: the depth grows as
-log_8(messages) (10,000 messages: depth ≈ 6), not by one level every 56 messages as before.
+the smallest height that has such a run, up to `max_children` of them. When the child just before
+that run is a group one level up with room left, the run tops it up instead (the rightmost group of
+each level stays open until full, as in a B-tree), so groups hold `max_children` children. For one
+long topic: eight subtopics make a group, eight groups a group of groups, and so on; the depth grows
+as log_8(messages), not by one level every 56 messages as before.
 
 `pack_run` is pure (ids and heights in, the slice to group out), so it is tested on its own;
 `Rebalancing._group_overfull` applies it to the tree and records what changed.
@@ -76,6 +78,8 @@ class Rebalancing:
                     break
                 a, b = run
                 older = kids[a:b]
+                if self._extend_previous(nid, kids, a, b, step):
+                    continue
                 first, last = self.nodes[older[0]].spans[0], self.nodes[older[-1]].spans[0]
                 group = self._new_branch(
                     "group", nid, first.line_start, last.line_end, NodeMeta(content_types=[GROUP])
@@ -88,3 +92,24 @@ class Rebalancing:
                 self._set_children(nid, [*kids[:a], group.id, *kids[b:]], step)
                 self._mark_dirty(group.id)
                 self._refresh_up(nid, step)
+
+    def _extend_previous(self, nid: str, kids: list[str], a: int, b: int, step: Any) -> bool:
+        """Fill the group just before the run when it is one level up and has room (so groups fill
+        to `max_children`, as B-tree nodes do, instead of shrinking as older levels take slots)."""
+        if a == 0:
+            return False
+        prev = self.nodes[kids[a - 1]]
+        level = max(self.nodes[k].level for k in kids[a:b])
+        room = self.max_children - len(prev.children)
+        if prev.meta.content_types != [GROUP] or prev.level != level + 1 or room <= 0:
+            return False
+        moved = kids[a : a + min(room, b - a)]
+        prev.children = [*prev.children, *moved]
+        for c in moved:
+            self.parent[c] = prev.id
+        self._refresh(prev.id)
+        self._touch(prev.id, step)
+        self._mark_dirty(prev.id)
+        self._set_children(nid, [*kids[:a], *kids[a + len(moved) :]], step)
+        self._refresh_up(nid, step)
+        return True

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from knowtree.build.conversation import AddReport, Progress, StepResult, TopicTree
 from knowtree.errors import InputError, NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, _message, load_chat
-from knowtree.navigate.memory import HybridScorer, MemoryNavigator, MemoryOptions
+from knowtree.navigate.hybrid import HybridScorer
+from knowtree.navigate.memory import MemoryNavigator, MemoryOptions
 from knowtree.types import Answer, NavStep, Node
 
 if TYPE_CHECKING:

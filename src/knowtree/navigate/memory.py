@@ -5,12 +5,15 @@ with message-level citations.
 model sees every child (name, dates, summary and the child's best-matching message by hybrid search)
 and picks one, or says the summaries shown already answer the question (option 0): then the walk
 stops at that resolution, if an answer from the summaries can be had; otherwise it descends on. A
-topic whose children are messages is read. Messages are added up to the token budget: the reached
-topic's messages, then the best hybrid-scored messages of the memory. If the answer is not in what
-was read, the topic is marked tried and the walk backtracks (up to `max_attempts`).
+topic whose children are messages is read. The token budget is filled with passages
+(`knowtree.navigate.passages`: a long message is read in ~600-character passages, never clipped): the
+reached topic's messages, then the best hybrid-scored passages of the memory. If the answer is not in
+what was read, the topic is marked tried and the walk backtracks (up to `max_attempts`). A citation
+names the message and the characters of the passage that holds the answer.
 
-Hybrid search: BM25 (SQLite FTS5 over messages and topic metadata) fused with embeddings (the shipped
-static embedder, computed on the fly) by reciprocal rank; a subtree scores as its best node.
+Hybrid search (`knowtree.navigate.hybrid`): BM25 (SQLite FTS5 over passages and topic metadata) fused
+with embeddings (the shipped static embedder, computed on the fly) by reciprocal rank; a message
+scores as its best passage, a subtree as its best node.
 """
 
 from __future__ import annotations
@@ -28,13 +31,12 @@ from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.navigate.evidence import lexical_score
-from knowtree.navigate.hybrid import HybridScorer, SearchFn
+from knowtree.navigate.hybrid import HybridScorer
 from knowtree.navigate.passages import Passages, Piece, approx_tokens, fill, quote_of
 from knowtree.prompts import render
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 EventSink = Callable[[NavStep], None]
-__all__ = ["HybridScorer", "MemoryNavigator", "MemoryOptions", "Retrieval", "SearchFn", "approx_tokens"]
 
 
 @dataclass

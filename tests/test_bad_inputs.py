@@ -59,6 +59,8 @@ def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load_documents([str(loop)])
     assert "symbolic link loop" in err.value.reason
+    with pytest.raises(InputError, match="symbolic link loop"):
+        load_chat(loop)
     # inside a folder too, next to a good file: named, not silently skipped
     (tmp_path / "good.md").write_text("fine\n")
     with pytest.raises(InputError) as err:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from knowtree.errors import InputError
+from knowtree.ingest.problems import missing_reason
 
 ROLES = ("user", "assistant", "system", "tool")
 FORMATS = ("auto", "jsonl", "json", "openai", "locomo")
@@ -146,7 +147,7 @@ def load_chat(path: str | Path, *, fmt: str = "auto", conversation: str | None =
     if fmt not in FORMATS:
         raise InputError(name, f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
     if not p.is_file():
-        raise InputError(name, "no such file")
+        raise InputError(name, missing_reason(name))
     try:
         raw = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:

@@ -13,6 +13,7 @@ from conftest import CORPUS, paragraphs, write_corpus
 from knowtree import KnowTree
 from knowtree.build.builder import balanced_groups, build_tree, group_leaves, merge_spans, plan_tree
 from knowtree.build.taxonomy import DEFAULT_TAXONOMY, normalize_types
+from knowtree.errors import ModelCallError
 from knowtree.llm.base import Request
 from knowtree.llm.client import LLMClient
 from knowtree.llm.testing import FunctionModel, KeywordModel
@@ -236,8 +237,9 @@ def test_failed_build_keeps_the_old_tree_and_resumes_from_the_cache(tmp_path: Pa
 
     failing = Counting(dying, id="flaky")
     with KnowTree(db, model=failing, chunk_size=200, concurrency=1) as kt:
-        with pytest.raises(Boom):
+        with pytest.raises(ModelCallError, match="flaky") as err:  # typed, naming the model
             kt.build(paths, tree="t")
+        assert isinstance(err.value.__cause__, Boom)
         assert kt.tree("t").nodes == before  # the stored tree is the old version, intact
         runs = kt.store.runs("t")
         assert runs[0]["kind"] == "build" and runs[0]["status"] == "failed"

@@ -233,11 +233,12 @@ def test_dedupe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert [d.path for d in docs] == ["docs/a.md", "docs/b.md"]
 
 
-def test_whole_batch_is_validated_first_error_wins(tmp_path: Path) -> None:
+def test_whole_batch_is_validated_every_bad_file_named(tmp_path: Path) -> None:
     good = write(tmp_path / "good.txt", "fine\n")
     empty = write(tmp_path / "empty.txt", "")
     binary = write(tmp_path / "bin.txt", b"\x00\x01\x02" * 100)
-    assert reject([good, empty, binary]).path == empty
+    err = reject([good, empty, binary])
+    assert err.path == empty and empty in str(err) and binary in str(err)  # both named, in order
     assert reject([good, binary, empty]).path == binary
     missing = str(tmp_path / "missing.md")
     assert reject([good, binary, missing]).path == missing  # paths are all checked before reading

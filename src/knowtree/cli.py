@@ -145,6 +145,9 @@ def build(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="start a large build without asking (see confirm_calls)")
     ] = False,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="build from the good files; report the bad ones skipped")
+    ] = False,
 ) -> None:
     """Build a tree from files: chunk, extract leaf metadata, synthesize branches up to one root.
 
@@ -188,7 +191,10 @@ def build(
                 meta=metadata or None,
                 replace=replace,
                 confirm=confirm_build(yes, pause=bar),  # asks on a terminal, refuses elsewhere
+                skip_bad=skip_bad,
             )
+        for line in report.skipped:
+            typer.echo(f"skipped: {line}", err=True)
         if as_json:
             typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
         else:

@@ -25,6 +25,10 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
             if c.page_start is not None:  # paged sources (PDF): the physical pages
                 pages = f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
                 lines.append(f"  {c.file}, {pages}  (lines {c.line_start}-{c.line_end}, node {c.node_id})")
+            elif c.char_start is not None and c.line_start == c.line_end:  # a passage of a message
+                lines.append(
+                    f"  {c.file}: message {c.line_start}, characters {c.char_start}-{c.char_end}  (node {c.node_id})"
+                )
             else:
                 lines.append(f"  {c.file}:{c.line_start}-{c.line_end}  (node {c.node_id})")
             if c.quote:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from knowtree.build.conversation import AddReport, Progress, StepResult, TopicTree
 from knowtree.errors import NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, _message, load_chat
-from knowtree.navigate.memory import HybridScorer, MemoryNavigator, MemoryOptions
+from knowtree.navigate.hybrid import HybridScorer
+from knowtree.navigate.memory import MemoryNavigator, MemoryOptions
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -246,7 +247,9 @@ class Memory:
     ) -> list[dict[str, Any]]:
         """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
-        prompt. `use_model=False` uses hybrid search alone (no model call)."""
+        prompt. A long message is read in passages: its `content` is then the passages read, joined
+        by " … ", and `passages` their [start, end) character ranges in the message.
+        `use_model=False` uses hybrid search alone (no model call)."""
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
         if use_model:
             run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
@@ -259,10 +262,15 @@ class Memory:
             r = Retrieval()
             nav._fill(r, nav.scorer.scores(question), budget_tokens)
         self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
-        return [
-            {**nav.rows.get(p, {}), "position": p, "via": r.origin.get(leaf, "tree")}
-            for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1])
-        ]
+        out = []
+        for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1]):
+            row: dict[str, Any] = {**nav.rows.get(p, {}), "position": p, "via": r.origin.get(leaf, "tree")}
+            pieces = r.passages.get(leaf, [])
+            if pieces and not all(x.whole for x in pieces):  # a long message: the passages read
+                row["content"] = " … ".join(x.text for x in pieces)
+                row["passages"] = [{"start": x.start, "end": x.end} for x in pieces]
+            out.append(row)
+        return out
 
     async def stream(
         self, question: str, *, mode: Mode = "tree", budget_tokens: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,15 +45,17 @@ class BuildReport:
     seconds: float
     run_id: str
     priced: bool = False  # the model has prices configured: the cost in USD is known
+    skipped: list[str] = field(default_factory=list)  # "path: reason" of each file --skip-bad left out
 
     def line(self) -> str:
         u = self.usage
         cost = f" (${u.cost_usd:.4f})" if self.priced or u.cost_usd else ""  # $ when prices are set
+        skipped = f"; skipped {len(self.skipped)} bad file(s)" if self.skipped else ""
         return (
             f"built tree {self.tree!r}: {self.documents} document(s), {self.nodes} nodes "
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
-            f"{u.cached} answered from cache, {u.calls} LLM calls"
+            f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
         )
 
 
@@ -134,17 +136,43 @@ class KnowTree:
         rename: Callable[[str], str] | None = None,
         replace: bool = False,
         confirm: Confirm | None = None,
+        skip_bad: bool = False,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
-        Every input is read and checked first: a bad file raises `InputError` before anything is
-        stored. Unchanged content costs no model call (the cache answers), so rebuilding after an
-        edit only pays for what changed and its ancestors. `add` keeps the documents already in the
-        tree; without it, a tree holding other documents (or a conversation memory) is refused
-        unless `replace`. `confirm` is asked when the estimate passes `confirm_calls`. `rename` maps
-        each file's path to the name the tree (and its citations) will use (the server names uploads
-        by their file names).
+        Every input is read and checked first: bad files raise `InputError` (several: `BadFilesError`
+        naming each) before anything is stored; with `skip_bad` the rest is built and the report's
+        `skipped` lists each bad file and why. Unchanged content costs no model call (the cache
+        answers), so rebuilding after an edit only pays for what changed and its ancestors. `add`
+        keeps the documents already in the tree; without it, a tree holding other documents (or a
+        conversation memory) is refused unless `replace`. `confirm` is asked when the estimate passes
+        `confirm_calls`. `rename` maps each file's path to the name the tree (and its citations) will
+        use (the server names uploads by their file names).
         """
+        from knowtree.ingest.problems import Skipped
+
+        skipped: list[Skipped] = []
+        report = self._build_paths(
+            paths, tree, progress, on_client, add, meta, skip_bad, skipped, rename=rename, replace=replace, confirm=confirm
+        )
+        report.skipped = [s.line() for s in skipped]
+        return report
+
+    def _build_paths(
+        self,
+        paths: Sequence[str] | str,
+        tree: str,
+        progress: Progress | None,
+        on_client: Callable[[LLMClient], None] | None,
+        add: bool,
+        meta: dict[str, str] | None,
+        skip_bad: bool,
+        skipped: list[Any],
+        *,
+        rename: Callable[[str], str] | None,
+        replace: bool,
+        confirm: Confirm | None,
+    ) -> BuildReport:
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not paths:
             raise InputError("(no input)", "give at least one file, directory or glob")
@@ -160,7 +188,9 @@ class KnowTree:
             from knowtree.ingest.structure import StructuredDocument
 
             # every file checked before anything is stored
-            sources = load_sources(paths, headings=headings, max_bytes=max_bytes)
+            sources = load_sources(
+                paths, headings=headings, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped
+            )
             if rename is not None:
                 for sd in sources:
                     sd.document = sd.document.model_copy(update={"path": rename(sd.document.path)})
@@ -180,7 +210,7 @@ class KnowTree:
             return self.build_sources(
                 sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=True
             )
-        documents = load_documents(paths, max_bytes=max_bytes)
+        documents = load_documents(paths, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped)
         if rename is not None:
             documents = [d.model_copy(update={"path": rename(d.path)}) for d in documents]
         check_target(self.store, tree, kind="document", paths=[d.path for d in documents], add=add, replace=replace)

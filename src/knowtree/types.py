@@ -130,6 +130,9 @@ class Citation(BaseModel):
     speaker: str | None = None
     timestamp: str | None = None
     message_id: str | None = None  # the source's own id (LoCoMo dia_id)
+    # conversation memories: the cited passage's characters in the message's content, [start, end)
+    char_start: int | None = None
+    char_end: int | None = None
 
 
 AnswerStatus = Literal["complete", "partial", "none"]

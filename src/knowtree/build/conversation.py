@@ -11,8 +11,9 @@ Adding a batch of messages (one exchange, or several consecutive messages of one
    under the deepest topic's parent or any higher node on the path. Nothing else is reachable, so the
    tree stays in time order. The same call names the topic and writes its summary and metadata;
 3. a topic that would exceed `max_children` messages is split: its messages so far become one subtopic
-   (keeping its summary), the new ones another; any node with more than `max_children` children has
-   its oldest ungrouped children grouped under a new node;
+   (keeping its summary), the new ones another, and later continuations further sibling subtopics;
+   any node with more than `max_children` children has its lowest older children packed into balanced
+   groups (`knowtree.build.rebalance`), so one long topic grows O(log n) deep;
 4. ancestors whose content changed are marked dirty; a dirty node is re-summarised from its children
    (one "topic_merge" call, none when it has a single child) when it leaves the current path and at
    the end of `add`. So one exchange costs one topic call plus at most one call per ancestor: O(depth).
@@ -29,9 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictInt, field_validator
 
-from knowtree.build.metadata import _as_list, merge_ranked
+from knowtree.build.metadata import _as_list, cap_summary, merge_ranked
+from knowtree.build.rebalance import Rebalancing
 from knowtree.errors import ModelOutputError
 from knowtree.ingest.chat import ChatMessage, sessions_of
 from knowtree.llm.base import Message
@@ -41,14 +43,13 @@ from knowtree.types import Node, NodeKind, NodeMeta, Span, Usage, content_hash
 
 SESSION = "Conversation session"
 TOPIC = "Conversation topic"
-GROUP = "Conversation period"
 MESSAGE = "Message"
 
 Progress = Callable[[int, int], None]  # (messages added so far, messages in this add)
 
 
 class TopicReply(BaseModel):
-    choice: int
+    choice: StrictInt
     name: str = Field(min_length=1)
     summary: str = Field(min_length=1)
     events: list[str] = Field(default_factory=list)
@@ -170,7 +171,7 @@ class AddReport:
         )
 
 
-class TopicTree:
+class TopicTree(Rebalancing):
     """A memory's tree in memory, with the current path and the dirty set; persists via `save`."""
 
     def __init__(
@@ -392,7 +393,7 @@ class TopicTree:
         else:
             reply_meta = NodeMeta(
                 title=clip(reply.name, 60),
-                summary=reply.summary.strip(),
+                summary=cap_summary(reply.summary),
                 noteworthy_events=reply.events[:3],
                 about=merge_ranked([reply.about, sorted({m.speaker for m in batch})], 8),
                 content_types=[TOPIC],
@@ -418,11 +419,9 @@ class TopicTree:
                 self._dirty_above(where, step)
                 return
             up = self.parent[where]
-            if (
-                self.nodes[up].meta.content_types == [TOPIC]
-                and len(self.nodes[up].children) < self.max_children
-            ):
-                # already a subtopic: the continuation becomes its next sibling (no deeper chain)
+            if self.nodes[up].meta.content_types == [TOPIC]:
+                # already a subtopic: the continuation becomes its next sibling (no deeper chain); a
+                # crowded topic packs its older subtopics into balanced groups (build.rebalance)
                 self.path = self.path[:-1]
                 where = up
                 return self._open_topic(batch, where, first, last, reply_meta, step)
@@ -471,37 +470,6 @@ class TopicTree:
             self._mark_dirty(current)
             current = self.parent.get(current)
         self._refresh_up(node_id, step)
-
-    def _group_overfull(self, step: StepResult) -> None:
-        """A node with more than max_children children gets older children grouped under a new node."""
-        for nid in list(self.path):
-            node = self.nodes[nid]
-            kids = node.children
-            if len(kids) <= self.max_children or self.nodes[kids[0]].is_leaf:
-                continue
-            # pack the oldest children that are not groups yet into a new group (so groups stay side by
-            # side, each about half a node full); only when everything older is grouped already are
-            # the older half of the groups grouped one level up
-            grouped = 0
-            while grouped < len(kids) and self.nodes[kids[grouped]].meta.content_types == [GROUP]:
-                grouped += 1
-            rest = len(kids) - grouped
-            if rest - 1 >= 2:  # never the last child: it is on the current path
-                older = kids[grouped : grouped + min(rest - 1, max(2, self.max_children // 2))]
-            else:
-                older = kids[: len(kids) // 2]
-            half = kids.index(older[-1]) + 1
-            a, b = self.nodes[older[0]].spans[0], self.nodes[older[-1]].spans[0]
-            group = self._new_branch("group", nid, a.line_start, b.line_end, NodeMeta(content_types=[GROUP]))
-            group.children = list(older)
-            for c in older:
-                self.parent[c] = group.id
-            self._refresh(group.id)
-            self._touch(group.id, step)
-            start = kids.index(older[0])
-            self._set_children(nid, [*kids[:start], group.id, *kids[half:]], step)
-            self._mark_dirty(group.id)
-            self._refresh_up(nid, step)
 
     def _fallback_meta(self, batch: Sequence[ChatMessage]) -> NodeMeta:
         self.fallbacks += 1
@@ -638,7 +606,7 @@ class TopicTree:
         r = result.value
         return NodeMeta(
             title=clip(r.name, 60),
-            summary=r.summary.strip(),
+            summary=cap_summary(r.summary),
             noteworthy_events=r.events[:4] or merge_ranked([k.meta.noteworthy_events for k in kids], 4),
             about=about,
         )

@@ -18,6 +18,19 @@ from knowtree.llm.client import LLMClient
 from knowtree.prompts import render
 from knowtree.types import NodeMeta, Usage
 
+#: the longest summary stored: a backend without constrained decoding can ignore the schema's
+#: maxLength (one reply held 200,000 characters); a longer one is cut and the cut marked in its text
+MAX_SUMMARY_CHARS = 1500
+
+
+def cap_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """The summary stripped and, past `limit` characters, cut with a marker saying how long it was."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} … [summary cut at {limit:,} of {len(text):,} characters]"
+
+
 _EMPTY = {"", "none", "null", "n/a", "na", "nothing", "-", "no", "not applicable", "none mentioned"}
 
 
@@ -112,7 +125,7 @@ def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple
     reply = result.value
     types, unlisted = normalize_types(reply.content_types, taxonomy)
     meta = NodeMeta(
-        summary=reply.summary.strip(),
+        summary=cap_summary(reply.summary),
         content_types=types,
         critical_actions=reply.critical_actions,
         decisions=reply.decisions,
@@ -184,7 +197,7 @@ def synthesize_branch(client: LLMClient, children: Sequence[NodeMeta]) -> tuple[
     )
     reply = result.value
     meta = NodeMeta(
-        summary=reply.summary.strip(),
+        summary=cap_summary(reply.summary),
         content_types=merge_ranked([c.content_types for c in children], 6),
         critical_actions=reply.critical_actions,
         decisions=reply.decisions,

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from knowtree.errors import InputError
+from knowtree.ingest.problems import missing_reason
 
 ROLES = ("user", "assistant", "system", "tool")
 FORMATS = ("auto", "jsonl", "json", "openai", "locomo")
@@ -94,7 +95,10 @@ def parse_timestamp(value: Any) -> datetime:
     if isinstance(value, int | float):
         if not 0 <= value < 1e11:
             raise ValueError(f"Unix time out of range: {value!r}")
-        return datetime.fromtimestamp(float(value), UTC).replace(tzinfo=None)
+        try:
+            return datetime.fromtimestamp(float(value), UTC).replace(tzinfo=None)
+        except (OverflowError, OSError) as exc:
+            raise ValueError(f"Unix time out of range: {value!r} ({exc})") from None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"not a timestamp: {value!r}")
     text = " ".join(value.strip().split())
@@ -102,9 +106,13 @@ def parse_timestamp(value: Any) -> datetime:
         return parse_timestamp(float(text))
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
     except ValueError:
         pass
+    else:
+        try:
+            return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+        except OverflowError:  # 9999-12-31T23:00-05:00 is past the last representable UTC time
+            raise ValueError(f"{value!r} is out of range once converted to UTC") from None
     hour = minute = second = 0
     t = _TIME.search(text)
     rest = text
@@ -139,7 +147,7 @@ def load_chat(path: str | Path, *, fmt: str = "auto", conversation: str | None =
     if fmt not in FORMATS:
         raise InputError(name, f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
     if not p.is_file():
-        raise InputError(name, "no such file")
+        raise InputError(name, missing_reason(name))
     try:
         raw = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
+from knowtree.ingest.problems import Skipped, missing_reason, raise_problems
 from knowtree.ingest.structure import STRUCTURED_SUFFIXES, StructuredDocument
 from knowtree.ingest.text import SUPPORTED_SUFFIXES, load_documents
 
@@ -61,7 +62,7 @@ def expand(entries: Sequence[str]) -> list[str]:
             if not files:
                 raise InputError(entry, "no supported files found (" + ", ".join(ALL_SUFFIXES) + ")")
         else:
-            raise InputError(entry, "no such file or directory")
+            raise InputError(entry, missing_reason(entry))
         for f in files:
             key = os.path.realpath(f)
             if key not in seen:
@@ -80,28 +81,56 @@ def has_structured_input(entries: Sequence[str]) -> bool:
 
 
 def load_sources(
-    entries: Sequence[str], *, headings: bool = False, max_bytes: int = 50_000_000
+    entries: Sequence[str],
+    *,
+    headings: bool = False,
+    max_bytes: int = 50_000_000,
+    skip_bad: bool = False,
+    skipped: list[Skipped] | None = None,
 ) -> list[StructuredDocument]:
-    """Every file as a `StructuredDocument`; the first unreadable one raises `InputError`.
-    `max_bytes`: the largest text file accepted."""
+    """Every file as a `StructuredDocument`. Every file is tried: one unreadable file raises its
+    `InputError`, several a `BadFilesError` naming each; with `skip_bad` the bad ones are appended to
+    `skipped` instead (an error only when no file is good). `max_bytes`: the largest text file accepted."""
+    out: list[StructuredDocument] = []
+    problems: list[InputError] = []
+    paths: list[str] = []
+    seen: set[str] = set()
+    for entry in entries:
+        try:
+            found = expand([entry])
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        for p in found:
+            if os.path.realpath(p) not in seen:
+                seen.add(os.path.realpath(p))
+                paths.append(p)
+    for path in paths:
+        try:
+            out.append(_load_one(path, headings, max_bytes))
+        except InputError as exc:
+            problems.append(exc)
+    if problems and (not skip_bad or not out):
+        raise_problems(problems)
+    if skipped is not None:
+        skipped.extend(Skipped(p.path, p.reason) for p in problems)
+    return out
+
+
+def _load_one(path: str, headings: bool, max_bytes: int) -> StructuredDocument:
     from knowtree.ingest.docx import load_docx
     from knowtree.ingest.html import load_html
     from knowtree.ingest.markdown import markdown_sections
     from knowtree.ingest.pdf import load_pdf
 
-    out: list[StructuredDocument] = []
-    for path in expand(entries):
-        kind = _kind(path)
-        if kind == "pdf":
-            out.append(load_pdf(path))
-        elif kind == "docx":
-            out.append(load_docx(path))
-        elif kind == "html":
-            out.append(load_html(path))
-        else:
-            doc = load_documents([path], max_bytes=max_bytes)[0]
-            if headings and os.path.splitext(path)[1].lower() in (".md", ".markdown"):
-                out.append(markdown_sections(doc))
-            else:
-                out.append(StructuredDocument(document=doc, sections=[], source="chunks"))
-    return out
+    kind = _kind(path)
+    if kind == "pdf":
+        return load_pdf(path)
+    if kind == "docx":
+        return load_docx(path)
+    if kind == "html":
+        return load_html(path)
+    doc = load_documents([path], max_bytes=max_bytes)[0]
+    if headings and os.path.splitext(path)[1].lower() in (".md", ".markdown"):
+        return markdown_sections(doc)
+    return StructuredDocument(document=doc, sections=[], source="chunks")

@@ -8,12 +8,14 @@ Each entry of `paths` may be
 * a glob pattern (``**`` allowed): the matching files with a supported suffix, in sorted order.
 
 Decoding: strict UTF-8 first (a UTF-8 BOM is stripped), UTF-16/UTF-32 when the data starts with
-their byte-order mark, otherwise charset detection. Newlines are normalized to ``"\\n"``
+their byte-order mark, UTF-16 without a byte-order mark when its zero bytes show it (mostly Latin
+text), otherwise charset detection. Newlines are normalized to ``"\\n"``
 (``"\\r\\n"`` and a lone ``"\\r"`` both become ``"\\n"``): `Document.text` is the normalized text,
 and every span offset and line number downstream refers to it, not to the raw bytes.
 
-All files are read and validated before anything is returned; the first problem found is raised
-as `InputError` naming the file, so the caller can reject the whole batch up front.
+All files are read and validated before anything is returned; a problem is raised as `InputError`
+naming the file (several as `BadFilesError` naming each), so the caller can reject the whole batch up
+front, or, with `skip_bad`, build from the good files and report the others.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
+from knowtree.ingest.problems import Skipped, missing_reason, raise_problems
 from knowtree.types import Document
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst", ".text")
@@ -43,31 +46,54 @@ _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x2
 _BAD_CHARS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]")
 
 _NO_FILES = "no .txt/.md files found (supported suffixes: " + ", ".join(SUPPORTED_SUFFIXES) + ")"
-_MISSING = "no such file or directory"
 _EMPTY = "file is empty"
 _BINARY = "looks like a binary file, not text"
 _UNDECODABLE = "cannot be decoded as text (tried utf-8 and charset detection)"
 _BAD_BOM = "cannot be decoded as text (starts with a UTF-16/32 byte-order mark but is not valid UTF-16/32)"
 
 
-def load_documents(paths: Sequence[str], *, max_bytes: int = 50_000_000) -> list[Document]:
+def load_documents(
+    paths: Sequence[str],
+    *,
+    max_bytes: int = 50_000_000,
+    skip_bad: bool = False,
+    skipped: list[Skipped] | None = None,
+) -> list[Document]:
     """Read every file named by `paths` (files, directories, glob patterns) as a `Document`.
 
-    Raises `InputError` for the first entry or file that is missing, matches nothing, is empty,
-    too large, binary or undecodable; nothing is returned unless every file is good.
+    Every entry and file is checked (missing, matches nothing, empty, too large, binary, undecodable,
+    a symbolic link loop); nothing is returned unless every file is good: one bad file raises its
+    `InputError`, several raise `BadFilesError` naming each. With `skip_bad`, the good files are
+    returned and each bad one is appended to `skipped` (an error only when no file is good).
     The same file reached twice (by any route, compared by resolved path) is loaded once.
     """
     if isinstance(paths, str):  # a lone string would be iterated character by character
         paths = [paths]
     found: list[str] = []
     seen: set[str] = set()
+    problems: list[InputError] = []
     for entry in paths:  # expand everything first: a missing path fails before any file is read
-        for path in _expand(entry):
+        try:
+            expanded = _expand(entry)
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        for path in expanded:
             key = os.path.realpath(path)
             if key not in seen:
                 seen.add(key)
                 found.append(path)
-    return [_load_file(path, max_bytes) for path in found]
+    docs: list[Document] = []
+    for path in found:
+        try:
+            docs.append(_load_file(path, max_bytes))
+        except InputError as exc:
+            problems.append(exc)
+    if problems and (not skip_bad or not docs):
+        raise_problems(problems)
+    if skipped is not None:
+        skipped.extend(Skipped(p.path, p.reason) for p in problems)
+    return docs
 
 
 def _expand(entry: str) -> list[str]:
@@ -88,7 +114,7 @@ def _expand(entry: str) -> list[str]:
         if not matches:
             raise InputError(entry, _NO_FILES)
         return matches
-    raise InputError(entry, _MISSING)
+    raise InputError(entry, missing_reason(entry))
 
 
 def _walk(root: str) -> list[str]:
@@ -102,7 +128,7 @@ def _walk(root: str) -> list[str]:
             path = os.path.join(dirpath, name)
             if at_cwd:
                 path = os.path.normpath(path)  # "a.md", not "./a.md"
-            if os.path.isfile(path):
+            if os.path.isfile(path) or os.path.islink(path):  # a broken link is reported, not skipped
                 key = tuple(os.path.relpath(path, root).split(os.sep))
                 found.append((key, path))
     found.sort()
@@ -114,6 +140,8 @@ def _is_supported(path: str) -> bool:
 
 
 def _load_file(path: str, max_bytes: int) -> Document:
+    if not os.path.exists(path):
+        raise InputError(path, missing_reason(path))
     try:
         size = os.path.getsize(path)
         if size > max_bytes:
@@ -155,6 +183,21 @@ def _bom_codecs(data: bytes) -> list[str]:
     return []
 
 
+def _utf16_without_bom(sniff: bytes) -> str | None:
+    """"utf-16-le"/"utf-16-be" when the bytes look like UTF-16 text without a byte-order mark: mostly
+    Latin text, so the high byte of most characters is zero (at odd offsets for little-endian, even
+    for big-endian) and the other byte rarely is. None otherwise (then NUL bytes mean binary)."""
+    if len(sniff) < 4:
+        return None
+    even, odd = sniff[0::2], sniff[1::2]
+    zero_even, zero_odd = even.count(0) / len(even), odd.count(0) / len(odd)
+    if zero_odd > 0.6 and zero_even < 0.05:
+        return "utf-16-le"
+    if zero_even > 0.6 and zero_odd < 0.05:
+        return "utf-16-be"
+    return None
+
+
 def _bad_share(text: str) -> float:
     return len(_BAD_CHARS.findall(text)) / max(len(text), 1)
 
@@ -175,6 +218,15 @@ def _decode(path: str, data: bytes) -> tuple[str, str]:
 
     sniff = data[:_SNIFF_BYTES]
     if b"\x00" in sniff:
+        codec = _utf16_without_bom(sniff)
+        if codec is not None:
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                pass
+            else:
+                if _bad_share(text) <= _MAX_BAD_CHAR_SHARE:
+                    return text, codec
         raise InputError(path, _BINARY)
     control = len(sniff) - len(sniff.translate(None, _CONTROL_BYTES))
     if control / len(sniff) > _MAX_CONTROL_BYTE_SHARE:

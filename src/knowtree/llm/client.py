@@ -11,7 +11,9 @@ The adapters in this package only talk to a provider. This module adds, once for
   parsed tolerantly (`json_repair` for broken JSON instead of hand-written string surgery), validated
   with pydantic plus an optional semantic check, and, when it still fails, asked again with the error
   fed back, a bounded number of times. A reply that never validates raises `ModelOutputError`;
-* a ledger: every call (cached or not) is recorded with tokens, latency, cost and error.
+* a ledger: every call (cached or not) is recorded with tokens, latency, cost and error;
+* typed failures: a model's own exception that is not a `KnowtreeError` becomes `ModelCallError`
+  naming the model (an `AssertionError`, a test's guard, is left as it is).
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from knowtree.errors import BudgetExceededError, ModelOutputError, TransientModelError
+from knowtree.errors import (
+    BudgetExceededError,
+    KnowtreeError,
+    ModelCallError,
+    ModelOutputError,
+    TransientModelError,
+)
 from knowtree.llm.base import Completion, Message, Model, Request
 from knowtree.types import Usage
 
@@ -185,7 +193,11 @@ class LLMClient:
             error = f"{type(exc).__name__}: {exc}"
             usage = Usage(calls=1, seconds=time.monotonic() - started)
             self._account(usage, key, purpose, cached=False, error=error, ticket=ticket)
-            raise
+            if isinstance(exc, KnowtreeError | AssertionError):  # typed already; a test guard stays loud
+                raise
+            # a custom Model's plain exception (a bug, a dropped connection) becomes a typed error
+            # naming the model, so callers and the CLI report it in one line
+            raise ModelCallError(f"model {self.model.id!r} failed during {purpose}: {error}") from exc
         usage = Usage(
             calls=1,
             input_tokens=completion.input_tokens,

@@ -237,7 +237,10 @@ class KeywordModel(DocumentRoles, FunctionModel):
                 best, score = (n, body), overlap
         if best is None or not wanted or score / len(wanted) < 0.34:
             return {"found": False, "answer": "", "messages": [], "superseded": []}
-        return {"found": True, "answer": best[1].split("): ", 1)[-1][:280], "messages": [best[0]], "superseded": []}
+        # the answer is the message's sentence sharing most words with the question (its first on ties)
+        body = best[1].split("): ", 1)[-1]
+        sentence = max(_sentences(body) or [body], key=lambda s: len(wanted & _words(s)))
+        return {"found": True, "answer": sentence[:280], "messages": [best[0]], "superseded": []}
 
     def _memory_agent(self, prompt: str, request: Request) -> dict[str, Any]:
         question = re.search(r"^Question: (.*)$", prompt, flags=re.M)

@@ -4,7 +4,8 @@ Tools (one JSON action per step, validated against a schema, so any model with s
 play, tool-calling API or not):
 
 * ``view``: a node's name, dates, summary and its children (id, message range, name, summary);
-* ``read``: messages i..j verbatim (at most `max_read` at once);
+* ``read``: messages i..j verbatim (at most `max_read` at once; of a message longer than one passage,
+  the passages closest to the question, each saying which characters of the message it holds);
 * ``answer``: the final answer, with the numbers of the supporting messages (checked: only messages
   the agent has read can be cited).
 
@@ -23,6 +24,7 @@ from pydantic import BaseModel, Field
 from knowtree.build.conversation import clip, human_range, message_line
 from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
+from knowtree.navigate.evidence import lexical_score
 from knowtree.navigate.memory import MemoryNavigator, Retrieval, _Reply, _system
 from knowtree.prompts import render
 from knowtree.types import Answer, NavStep, Usage
@@ -51,6 +53,7 @@ ACTION_SCHEMA: dict[str, Any] = {
 }
 
 ID_CHARS = 8  # node ids are shown (and accepted) by their first characters
+PASSAGES_PER_READ = 2  # of a long message, the passages a `read` shows (those closest to the question)
 
 
 class MemoryAgent:
@@ -82,8 +85,9 @@ class MemoryAgent:
                 )
         return "\n".join(lines)
 
-    def read(self, start: int, end: int) -> tuple[str, list[str]]:
-        """The `read` tool's result: messages start..end verbatim (clamped to `max_read`)."""
+    def read(self, start: int, end: int, question: str = "") -> tuple[str, list[str]]:
+        """The `read` tool's result: messages start..end verbatim (clamped to `max_read`); of a long
+        message, the `PASSAGES_PER_READ` passages closest to the question, each with its position."""
         if end < start:
             start, end = end, start
         end = min(end, start + self.max_read - 1)
@@ -91,8 +95,14 @@ class MemoryAgent:
         leaves.sort(key=lambda n: n.spans[0].line_start)
         if not leaves:
             return f"read {start}-{end}: no messages there", []
-        body = "\n".join(message_line(n, 500) for n in leaves)
-        return f"read {start}-{end}:\n{body}", [n.id for n in leaves]
+        lines = []
+        for n in leaves:
+            pieces = self.nav.passages.of(n.id)
+            if len(pieces) > PASSAGES_PER_READ:
+                best = sorted(pieces, key=lambda p: (-lexical_score(question, p.text), p.index))
+                pieces = sorted(best[:PASSAGES_PER_READ], key=lambda p: p.index)
+            lines.extend(self.nav.passages.line(p) for p in pieces)
+        return f"read {start}-{end}:\n" + "\n".join(lines), [n.id for n in leaves]
 
     def ask(self, question: str) -> Answer:
         question = question.strip()
@@ -130,7 +140,7 @@ class MemoryAgent:
                 seen.append(out)
                 step = NavStep(action="choose", node_id=act.node, outcome=out.splitlines()[0][:200])
             elif act.tool == "read":
-                out, ids = self.read(act.start, act.end)
+                out, ids = self.read(act.start, act.end, question)
                 seen.append(out)
                 read.extend(i for i in ids if i not in read)
                 step = NavStep(

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, StrictInt, create_model
 
 from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
@@ -45,7 +45,7 @@ class Selection:
 
 class _Pick(BaseModel):
     thinking: str = ""
-    docs: list[int] = Field(default_factory=list)
+    docs: list[StrictInt]
 
 
 def _system() -> Message:

@@ -5,41 +5,38 @@ with message-level citations.
 model sees every child (name, dates, summary and the child's best-matching message by hybrid search)
 and picks one, or says the summaries shown already answer the question (option 0): then the walk
 stops at that resolution, if an answer from the summaries can be had; otherwise it descends on. A
-topic whose children are messages is read. Messages are added up to the token budget: the reached
-topic's messages, then the best hybrid-scored messages of the memory. If the answer is not in what
-was read, the topic is marked tried and the walk backtracks (up to `max_attempts`).
+topic whose children are messages is read. The token budget is filled with passages
+(`knowtree.navigate.passages`: a long message is read in ~600-character passages, never clipped): the
+reached topic's messages, then the best hybrid-scored passages of the memory. If the answer is not in
+what was read, the topic is marked tried and the walk backtracks (up to `max_attempts`). A citation
+names the message and the characters of the passage that holds the answer.
 
-Hybrid search: BM25 (SQLite FTS5 over messages and topic metadata) fused with embeddings (the shipped
-static embedder, computed on the fly) by reciprocal rank; a subtree scores as its best node.
+Hybrid search (`knowtree.navigate.hybrid`): BM25 (SQLite FTS5 over passages and topic metadata) fused
+with embeddings (the shipped static embedder, computed on the fly) by reciprocal rank; a message
+scores as its best passage, a subtree as its best node.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator
 
-from knowtree.build.conversation import clip, human_range, human_time, message_line
-from knowtree.errors import ConfigError, ModelOutputError
+from knowtree.build.conversation import clip, human_range, human_time
+from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.navigate.evidence import lexical_score
+from knowtree.navigate.hybrid import HybridScorer
+from knowtree.navigate.passages import Passages, Piece, approx_tokens, fill, quote_of
 from knowtree.prompts import render
-from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 EventSink = Callable[[NavStep], None]
-SearchFn = Callable[[str, int], list[tuple[str, float]]]  # (query, limit) → (node id, score)
-
-
-def approx_tokens(text: str) -> int:
-    """Tokens ≈ characters / 4, rounded up (the same rule the benchmark applies to every method)."""
-    return math.ceil(len(text) / 4)
 
 
 @dataclass
@@ -51,11 +48,11 @@ class MemoryOptions:
 
 class _Choice(BaseModel):
     reason: str = ""
-    choice: int
+    choice: StrictInt  # `true` is not option 1
 
 
 class _Reply(BaseModel):
-    found: bool
+    found: StrictBool
     answer: str = ""
     messages: list[int] = Field(default_factory=list)
     superseded: list[int] = Field(default_factory=list)
@@ -94,13 +91,16 @@ class Retrieval:
 
     messages: list[str] = field(default_factory=list)  # leaf ids
     origin: dict[str, str] = field(default_factory=dict)  # leaf id → "tree" | "hybrid"
+    passages: dict[str, list[Piece]] = field(default_factory=dict)  # leaf id → its passages read
     topics: list[str] = field(default_factory=list)  # message topics reached
     summary_stop: str | None = None  # a topic whose summary answered the question
     trace: list[NavStep] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
 
     def tokens(self, nodes: dict[str, Node]) -> int:
-        return sum(approx_tokens(nodes[m].text) for m in self.messages)
+        return sum(
+            approx_tokens(p.text) for m in self.messages for p in self.passages.get(m, [])
+        ) or sum(approx_tokens(nodes[m].text) for m in self.messages)
 
 
 class AnswerStream:
@@ -149,73 +149,6 @@ def _system() -> Message:
     return Message(role="system", content=render("system"))
 
 
-class HybridScorer:
-    """Weighted reciprocal-rank fusion of BM25 and embedding similarity over every node of a memory.
-
-    BM25 runs on an in-memory FTS5 index (porter stemming) of the messages and the topics' names,
-    summaries and metadata, built on first use. The weights are BM25 1.0, embeddings 0.3: with the
-    shipped static embedder, evidence-turn hit rate at 400 tokens on the five LoCoMo dev conversations
-    was BM25 0.668, embeddings 0.305, equal-weight fusion 0.540, 1.0/0.3 fusion 0.665 (mean), so
-    embeddings only break BM25's near-ties. A stronger embedder can be given a larger weight.
-    """
-
-    def __init__(
-        self,
-        nodes: dict[str, Node],
-        search: SearchFn | None = None,
-        embedder: Any = None,
-        *,
-        lexical_weight: float = 1.0,
-        embedding_weight: float = 0.3,
-    ) -> None:
-        self.nodes = nodes
-        self.search = search
-        self.embedder = embedder
-        self.weights = (lexical_weight, embedding_weight)
-        self.error: str | None = None
-        self._ids = [n.id for n in nodes.values() if n.kind.value != "root"]
-        self._matrix: Any = None
-        self._index: LexicalIndex | None = None
-
-    def _text(self, node: Node) -> str:
-        if node.is_leaf:
-            return node.text
-        m = node.meta
-        return " ".join([m.title, m.summary, *m.noteworthy_events, *m.about])
-
-    def _lexical(self, question: str) -> list[tuple[str, float]]:
-        if self.search is not None:
-            return self.search(question, 200)
-        if self._index is None:
-            self._index = LexicalIndex(":memory:", name="memory")
-            self._index.add([Passage(i, self._text(self.nodes[i])) for i in self._ids])
-        return self._index.search(question, 200)
-
-    def scores(self, question: str) -> dict[str, float]:
-        """Fused score per node (higher is better); only nodes that matched at all appear."""
-        out: dict[str, float] = {}
-        wl, we = self.weights
-        if wl:
-            for rank, (nid, _) in enumerate(self._lexical(question)):
-                if nid in self.nodes:
-                    out[nid] = out.get(nid, 0.0) + wl / (60 + rank)
-        if self.embedder is not None and we:
-            try:
-                import numpy as np
-
-                if self._matrix is None:
-                    self._matrix = self.embedder.embed([self._text(self.nodes[i]) for i in self._ids])
-                q = self.embedder.embed([question])[0]
-                sims = self._matrix @ q
-                for rank, j in enumerate(np.argsort(-sims)[:200]):
-                    nid = self._ids[int(j)]
-                    out[nid] = out.get(nid, 0.0) + we / (60 + rank)
-            except (ConfigError, ImportError, ValueError) as exc:  # no embedder: lexical only, noted
-                self.error = f"embeddings unavailable, BM25 only: {exc}"
-                self.embedder = None
-        return out
-
-
 class MemoryNavigator:
     def __init__(
         self,
@@ -237,6 +170,7 @@ class MemoryNavigator:
         self.client = client
         self.options = options or MemoryOptions()
         self.scorer = scorer or HybridScorer(nodes, None)
+        self.passages: Passages = self.scorer.passages
         self.rows = messages or {}
         self.on_step = on_step
         self.parent = {c: n.id for n in nodes.values() for c in n.children}
@@ -382,7 +316,7 @@ class MemoryNavigator:
         for i, k in enumerate(kids, 1):
             n = self.nodes[k]
             best = self._best_leaf(k, scores)
-            hit = f"\n   closest message: {message_line(self.nodes[best], 100)}" if best else ""
+            hit = f"\n   closest message: {self._closest(best, scores)}" if best else ""
             lines.append(
                 f"{i}: {n.meta.title or 'untitled'} ({human_range(n.meta.time_range)}, messages "
                 f"{n.spans[0].line_start}-{n.spans[0].line_end})\n   {clip(n.meta.summary, 160)}{hit}"
@@ -440,29 +374,19 @@ class MemoryNavigator:
         self._step(r, step, result.usage, started)
         return step.choice
 
+    def _closest(self, leaf: str, scores: dict[str, float]) -> str:
+        """A message's best-scoring passage, as a short preview line."""
+        pieces = self.passages.of(leaf)
+        best = max(pieces, key=lambda p: (self.scorer.passage_scores.get(p.id, 0.0), -p.index))
+        return self.passages.line(best, 100)
+
     def _fill(self, r: Retrieval, scores: dict[str, float], budget: int) -> None:
-        """Trim the tree's messages to the budget, then add the best hybrid messages that fit."""
-        used = 0
-        kept = []
-        for m in r.messages:
-            t = approx_tokens(self.nodes[m].text)
-            if used + t > budget:
-                break
-            kept.append(m)
-            used += t
-        r.messages = kept
-        if not self.options.hybrid:
-            return
-        ranked = sorted((nid for nid in scores if self.nodes[nid].is_leaf), key=lambda i: -scores[i])
-        for m in ranked:
-            if m in r.messages:
-                continue
-            t = approx_tokens(self.nodes[m].text)
-            if used + t > budget:
-                break
-            r.messages.append(m)
-            r.origin[m] = "hybrid"
-            used += t
+        """Fill the budget with passages: the tree's messages (whole when they fit, else their best
+        passages), then the best hybrid-scored passages (`passages.fill`)."""
+        r.passages, r.origin = fill(
+            self.passages, r.messages, self.scorer.passage_scores, budget, hybrid=self.options.hybrid
+        )
+        r.messages = list(r.passages)
 
     # -- answering -----------------------------------------------------------------------------
     def ask(self, question: str) -> Answer:
@@ -478,9 +402,9 @@ class MemoryNavigator:
             self._merge(total, r)
         tried: set[str] = set(r.topics)
         for attempt in range(self.options.max_attempts):
-            reply = self._read(question, r.messages, total)
+            reply = self._read(question, r.messages, total, r.passages)
             if reply is not None and reply.found and reply.answer.strip():
-                return self._finish(question, reply, r.messages, total)
+                return self._finish(question, reply, r.messages, total, r.passages)
             if attempt + 1 >= self.options.max_attempts or not r.topics:
                 break
             self._step(
@@ -505,11 +429,20 @@ class MemoryNavigator:
         r.usage = Usage()
         r.trace = []
 
-    def _read(self, question: str, leaves: Sequence[str], total: Retrieval) -> _Reply | None:
+    def _read(
+        self,
+        question: str,
+        leaves: Sequence[str],
+        total: Retrieval,
+        passages: dict[str, list[Piece]] | None = None,
+    ) -> _Reply | None:
         if not leaves:
             return None
         ordered = sorted(leaves, key=self._pos)  # time order: later messages come later
-        lines = "\n".join(message_line(self.nodes[m], 400) for m in ordered)
+        # every passage read, verbatim and unclipped; a passage of a longer message says where it is
+        lines = "\n".join(
+            self.passages.line(p) for m in ordered for p in (passages or {}).get(m) or self.passages.of(m)
+        )
         topics = []
         for m in ordered:
             p = self.parent.get(m)
@@ -543,7 +476,14 @@ class MemoryNavigator:
         self._step(total, step, result.usage, started)
         return reply
 
-    def _finish(self, question: str, reply: _Reply, leaves: Sequence[str], total: Retrieval) -> Answer:
+    def _finish(
+        self,
+        question: str,
+        reply: _Reply,
+        leaves: Sequence[str],
+        total: Retrieval,
+        passages: dict[str, list[Piece]] | None = None,
+    ) -> Answer:
         by_pos = {self._pos(m): m for m in leaves}
         cited = [by_pos[p] for p in dict.fromkeys(reply.messages) if p in by_pos]
         status = "complete"
@@ -572,7 +512,8 @@ class MemoryNavigator:
                 f" (This uses the later message {self._pos(latest)} ({human_time(self._time(latest)).split(',')[0]}),"
                 f" which replaces what was said earlier in {was}.)"
             )
-        citations = [self._citation(m) for m in cited]
+        read = passages or {}
+        citations = [self._citation(m, reply.answer, question, read.get(m)) for m in cited]
         return Answer(
             question=question,
             answer=text,
@@ -594,17 +535,24 @@ class MemoryNavigator:
         tr = self.nodes[leaf].meta.time_range
         return tr[0] if tr else None
 
-    def _citation(self, leaf: str) -> Citation:
+    def _citation(
+        self, leaf: str, answer: str = "", question: str = "", read: list[Piece] | None = None
+    ) -> Citation:
+        """A message citation, down to the passage (of those read) holding the answer: its
+        characters' position in the message (char_start/char_end) and its words as the quote."""
         node = self.nodes[leaf]
         pos = self._pos(leaf)
         row = self.rows.get(pos, {})
         speaker = node.text.partition(": ")[0]
+        piece = self.passages.best(leaf, answer, question, read)
         return Citation(
             file=self.name,
             line_start=pos,
             line_end=pos,
             node_id=leaf,
-            quote=clip(node.text.partition(": ")[2], 300),
+            quote=quote_of(piece, answer, question),
+            char_start=piece.start,
+            char_end=piece.end,
             speaker=speaker,
             timestamp=row.get("timestamp") or self._time(leaf),
             message_id=row.get("source_id"),
@@ -667,7 +615,7 @@ class MemoryNavigator:
             # down to the message: the one of this topic that best matches the answer (no model call)
             leaf = self._best_message(k.id, reply.answer, question)
             if leaf is not None:
-                citations.append(self._citation(leaf))
+                citations.append(self._citation(leaf, reply.answer, question))
             else:
                 citations.append(
                     Citation(

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, StrictBool, StrictInt
 
 from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
@@ -45,15 +45,20 @@ class SearchOptions:
 
 
 class SearchReply(BaseModel):
+    """The selection reply. `node_list` is required and holds real integers (`true` is not option 1):
+    a garbled reply is repaired or fails as `ModelOutputError`, never read as "select nothing"."""
+
     thinking: str = ""
-    node_list: list[int] = Field(default_factory=list)
+    node_list: list[StrictInt]
 
 
 class SourceAnswer(BaseModel):
-    found: bool = False
-    source: int = 0
-    quote: str = ""
-    answer: str = ""
+    """The answer reply: every field required, `found` a real boolean and `source` a real integer."""
+
+    found: StrictBool
+    source: StrictInt
+    quote: str
+    answer: str
 
 
 @dataclass

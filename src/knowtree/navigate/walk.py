@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, StrictBool, StrictInt, create_model
 
 from knowtree.build.metadata import format_meta
 from knowtree.errors import ModelOutputError
@@ -74,7 +74,7 @@ class _State:
 
 class _Choice(BaseModel):
     reason: str = ""
-    choice: int
+    choice: StrictInt  # `true` is not option 1
 
 
 class _Parts(BaseModel):
@@ -82,7 +82,7 @@ class _Parts(BaseModel):
 
 
 class _PartReply(BaseModel):
-    found: bool = False
+    found: StrictBool  # required: a garbled part is repaired or an error, not "not found"
     quote: str = ""
     answer: str = ""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError
-from knowtree.store.sqlite import SQLiteStore, _fts_body
+from knowtree.store.sqlite import SQLiteStore, update_fts
 from knowtree.types import Node, NodeMeta
 
 
@@ -76,10 +76,7 @@ def update_node_meta(store: SQLiteStore, tree: str, node: Node, meta: NodeMeta) 
             "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?",
             (meta.model_dump_json(), tree, node.id),
         )
-        c.execute("DELETE FROM nodes_fts WHERE tree = ? AND id = ?", (tree, node.id))
-        c.execute(
-            "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)", (tree, node.id, _fts_body(updated))
-        )
+        update_fts(c, tree, updated)
 
 
 # -- expert notes ----------------------------------------------------------------------------------

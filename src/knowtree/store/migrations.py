@@ -153,6 +153,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN pid INTEGER;
     ALTER TABLE runs ADD COLUMN host TEXT;
     """,
+    # 5: full-text rows keyed by their node's rowid, so a node's row is replaced by key (a delete by
+    # the UNINDEXED tree/id columns scanned the full text of every tree in the database)
+    """
+    CREATE VIRTUAL TABLE nodes_fts_keyed USING fts5(tree UNINDEXED, id UNINDEXED, body);
+    INSERT INTO nodes_fts_keyed(rowid, tree, id, body)
+        SELECT n.rowid, f.tree, f.id, f.body FROM nodes_fts f JOIN nodes n ON n.tree = f.tree AND n.id = f.id;
+    DROP TABLE nodes_fts;
+    ALTER TABLE nodes_fts_keyed RENAME TO nodes_fts;
+    """,
 ]
 
 

@@ -113,8 +113,8 @@ class SQLiteStore:
             with self._tx() as c:
                 row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
                 created = row[0] if row else now
+                _delete_tree_fts(c, name)
                 c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
-                c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
                 c.execute("DELETE FROM documents WHERE tree = ?", (name,))
                 c.execute(
                     "INSERT OR REPLACE INTO trees(name, root_id, model, settings_json, created, updated, kind)"
@@ -136,7 +136,7 @@ class SQLiteStore:
         with self._tx() as c:
             if not c.execute("SELECT 1 FROM trees WHERE name = ?", (name,)).fetchone():
                 raise NotFoundError(f"no tree named {name!r} in {self.path}")
-            c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
+            _delete_tree_fts(c, name)
             c.execute("DELETE FROM trees WHERE name = ?", (name,))
 
     def tree_exists(self, name: str) -> bool:
@@ -249,8 +249,12 @@ class SQLiteStore:
                         (name, root_id, model, json.dumps(settings, default=str), now, now, kind),
                     )
                 gone = [(name, i) for i in [*removed, *(n.id for n in nodes)]]
+                # full-text rows by key first (their key is the node row's rowid), then the nodes
+                c.executemany(
+                    "DELETE FROM nodes_fts WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
+                    gone,
+                )
                 c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
-                c.executemany("DELETE FROM nodes_fts WHERE tree = ? AND id = ?", gone)
                 _insert_nodes(c, name, nodes, parents, positions)
                 c.executemany(
                     "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
@@ -418,8 +422,24 @@ def _insert_nodes(
             for n in nodes
         ],
     )
+    # a full-text row is keyed by its node row's rowid: replaced and deleted by key, never by a scan
     c.executemany(
-        "INSERT INTO nodes_fts(tree, id, body) VALUES (?, ?, ?)", [(name, n.id, _fts_body(n)) for n in nodes]
+        "INSERT INTO nodes_fts(rowid, tree, id, body) SELECT rowid, tree, id, ? FROM nodes"
+        " WHERE tree = ? AND id = ?",
+        [(fts_body(n), name, n.id) for n in nodes],
+    )
+
+
+def _delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
+    """Remove a tree's full-text rows by key (its node rows are found through their index)."""
+    c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
+
+
+def update_fts(c: sqlite3.Connection, name: str, node: Node) -> None:
+    """Refresh one node's full-text row (its node row exists), by key."""
+    c.execute(
+        "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
+        (fts_body(node), name, node.id),
     )
 
 
@@ -436,7 +456,7 @@ def _node(row: tuple) -> Node:
     )
 
 
-def _fts_body(node: Node) -> str:
+def fts_body(node: Node) -> str:
     m = node.meta
     fields = [m.summary, *m.content_types, *m.critical_actions, *m.decisions, *m.noteworthy_events, *m.about]
     return "\n".join([*fields, node.text])

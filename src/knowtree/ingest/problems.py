@@ -1,0 +1,60 @@
+"""Naming what is wrong with input files: every bad file at once, and why a path cannot be opened.
+
+A build reads every input before it stores anything. With several bad files the user should learn
+about all of them in one run, not one per attempt: `BadFilesError` carries each file's `InputError`.
+With `skip_bad`, the loaders build from the good files and return the bad ones as `Skipped` records.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from knowtree.errors import InputError
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file left out of a build with `--skip-bad`, and why."""
+
+    path: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class BadFilesError(InputError):
+    """Several inputs cannot be used; `problems` holds one `InputError` per file, in input order."""
+
+    def __init__(self, problems: list[InputError]) -> None:
+        self.problems = problems
+        listed = "; ".join(str(p) for p in problems)
+        message = f"{len(problems)} inputs cannot be used, nothing was stored: {listed} (--skip-bad builds the rest)"
+        # `path` is the first bad file (as a single InputError's would be); the message names them all
+        self.path = problems[0].path
+        self.reason = message
+        Exception.__init__(self, message)
+
+
+def raise_problems(problems: list[InputError]) -> None:
+    """One problem raises itself (unchanged message); several raise a `BadFilesError` naming each."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise BadFilesError(problems)
+
+
+def missing_reason(path: str) -> str:
+    """Why `path`, which does not resolve to an existing file, cannot be opened: a symbolic link loop,
+    a broken link (and where it points), or plain absence."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop (following its links never reaches a file)"
+        if os.path.islink(path):
+            return f"broken symbolic link (points to {os.readlink(path)!r}, which does not exist)"
+        return "no such file or directory"
+    return "not a regular file"

@@ -1,0 +1,98 @@
+"""Issue 13, item 5: long messages are indexed, read and cited in passages, losslessly."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from knowtree.llm.testing import KeywordModel
+from knowtree.pipeline import KnowTree
+
+SINGLE_CHARS = 800  # knowtree.navigate.passages.SINGLE_CHARS (imported in the test that needs it)
+
+FILLER = "The quarterly report covers revenue, churn and the hiring plan for the support team. "
+
+
+def _memory(kt: KnowTree, messages: list[dict[str, Any]]) -> Any:
+    mem = kt.memory("lm")
+    mem.embedder = None  # BM25 only: no embedder needed
+    mem.add(messages)
+    return mem
+
+
+def test_a_fact_at_character_700_of_a_message_is_answered(tmp_path: Path) -> None:
+    content = FILLER * 8 + "Ann's hiking trip to Paris is on 14 June."
+    msg = {"role": "user", "name": "Ann", "content": content, "timestamp": "2024-03-01T10:00"}
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        answer = _memory(kt, [msg]).ask("When is Ann's hiking trip to Paris?")
+    assert answer.status == "complete" and "14 June" in (answer.answer or "")
+    [c] = answer.citations
+    at = content.index("14 June")
+    assert c.line_start == 1 and c.char_start is not None and c.char_end is not None
+    assert c.char_start <= at < c.char_end and "14 June" in c.quote
+
+
+def _design_doc() -> tuple[str, int]:
+    parts = ["Here is the design document for the platform, pasted in full:\n"]
+    for i in range(48):
+        parts.append(
+            f"\n## Section {i}\nThe component number {i} handles queue retries and cache warming. "
+            f"It keeps logs for {i + 3} days and reports to the dashboard team every morning.\n"
+            "```python\n"
+            f"def handler_{i}(event):\n    return process(event, retries={i % 4})\n"
+            "```\n"
+        )
+        if i == 40:
+            parts.append("\nThe billing gateway listens on port 8443 behind the internal firewall.\n")
+    doc = "".join(parts)
+    return doc, doc.index("port 8443")
+
+
+def test_a_fact_deep_in_a_pasted_12k_document_is_found_and_cited_by_its_position(tmp_path: Path) -> None:
+    doc, at = _design_doc()
+    assert 9_000 < len(doc) < 16_000 and at > 8_000
+    chat = [
+        {
+            "role": "user",
+            "name": "Ann",
+            "content": f"Morning! Coffee plans for Friday number {i}?",
+            "timestamp": f"2024-03-01T09:{i:02d}",
+        }
+        for i in range(12)
+    ]
+    chat.append({"role": "user", "name": "Ann", "content": doc, "timestamp": "2024-03-01T09:30"})
+    chat += [
+        {
+            "role": "assistant",
+            "content": f"Thanks, noted the document, item {i}.",
+            "timestamp": f"2024-03-01T09:{31 + i:02d}",
+        }
+        for i in range(6)
+    ]
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = _memory(kt, chat)
+        answer = mem.ask("Which port does the billing gateway listen on?")
+        context = mem.context("Which port does the billing gateway listen on?", 300, use_model=False)
+    assert answer.status == "complete" and "8443" in (answer.answer or "")
+    [c] = answer.citations
+    assert c.line_start == 13  # the pasted document is message 13
+    assert c.char_start is not None and c.char_end is not None
+    assert c.char_start <= at < c.char_end and c.char_end - c.char_start <= SINGLE_CHARS
+    assert doc[c.char_start : c.char_end].startswith(c.quote.rstrip("…")[:40])
+    # context() reads the passage, not the first characters of the message, within the budget
+    [row] = [r for r in context if r["position"] == 13]
+    assert "8443" in row["content"] and len(row["content"]) < 1_300
+    assert any(p["start"] <= at < p["end"] for p in row["passages"])
+
+
+def test_passages_cover_a_long_text_exactly() -> None:
+    from knowtree.navigate.passages import SINGLE_CHARS, split_spans
+
+    doc, _ = _design_doc()
+    spans = split_spans(doc)
+    assert spans[0][0] == 0 and spans[-1][1] == len(doc)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    assert "".join(doc[a:b] for a, b in spans) == doc
+    assert all(0 < b - a <= SINGLE_CHARS for a, b in spans)
+    assert split_spans("short") == [(0, 5)]

@@ -626,6 +626,11 @@ def summarize(
             for b in BUDGETS
             if any(r.metrics.get(f"hit_b{b}") is not None for r in mine)
         }
+        stats["all_hit_by_budget"] = {
+            b: mean(r.metrics.get(f"all_b{b}") for r in mine)
+            for b in BUDGETS
+            if any(r.metrics.get(f"all_b{b}") is not None for r in mine)
+        }
         categories = sorted({r.category for r in mine if r.category})
         if categories:
             stats["by_category"] = {c: _stats([r for r in mine if r.category == c]) for c in categories}

@@ -1,0 +1,117 @@
+"""Question → scored, packed, cited evidence from a tree's index, without a model.
+
+    index = TreeIndex(store, "docs")
+    ranking = rank_tree(index, "Who approved the budget?", embedder=get_embedder())
+    evidence = pack_evidence(index, ranking, budget_tokens=1024)   # document order, with citations
+
+`rank_tree` scores every entry (pieces, leaves, sections: one pool), lets pieces borrow from their
+ancestors (`treescore`), and keeps the per-node prior for navigators that want to start from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, own_scores, pack, priors, rank
+from knowtree.types import Citation
+
+if TYPE_CHECKING:
+    from knowtree.retrieve.embed import Embedder
+    from knowtree.retrieve.treeindex import TreeIndex
+
+# measured on the dev sets (benchmarks/RESULTS.md, "Tree as an index"); conversations lean more on
+# their session and neighbourhood than document pieces do on their section
+DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.6, parent_weight=0.3, decay=0.5)
+CONVERSATION_PARAMS = ScoreParams(lexical_weight=0.6, parent_weight=0.8, decay=0.7)
+
+
+def default_params(kind: str) -> ScoreParams:
+    return CONVERSATION_PARAMS if kind == "conversation" else DOCUMENT_PARAMS
+
+
+class Evidence(BaseModel):
+    """One packed evidence item: neighbouring pieces of one leaf (or of consecutive leaves), merged."""
+
+    text: str
+    score: float
+    node_id: str  # the leaf the (first) piece comes from
+    path: list[str] = Field(default_factory=list)  # node ids from the root down to that leaf
+    citation: Citation
+    pieces: list[str] = Field(default_factory=list)  # index entry ids, in document order
+    tokens: int = 0
+
+
+@dataclass(slots=True)
+class Ranking:
+    """Pieces best first with their scores; `prior` is every inner node's score (for navigators)."""
+
+    pieces: list[str]
+    scores: dict[str, float]
+    prior: dict[str, float] = field(default_factory=dict)
+    own: dict[str, float] = field(default_factory=dict)
+
+
+def shape_of(index: TreeIndex) -> TreeShape:
+    rows = index.rows
+    return TreeShape(
+        parent={r.id: r.parent for r in rows},
+        leaves=[r.id for r in rows if r.leaf],  # rows come in document order
+    )
+
+
+def rank_tree(
+    index: TreeIndex,
+    question: str,
+    *,
+    embedder: Embedder | None = None,
+    params: ScoreParams | None = None,
+    shape: TreeShape | None = None,
+) -> Ranking:
+    """Score every entry for `question` (BM25 + dense when an embedder is given) and rank the pieces."""
+    params = params or DOCUMENT_PARAMS
+    shape = shape or shape_of(index)
+    ids = [r.id for r in index.rows]
+    lexical = index.lexical(question)
+    dense = index.dense(question, embedder) if embedder is not None else {}
+    own = own_scores(lexical, dense, ids, params.lexical_weight)
+    scores = leaf_scores(shape, own, params)
+    return Ranking(rank(scores, shape), scores, priors(shape, own, params), own)
+
+
+def pack_evidence(
+    index: TreeIndex, ranking: Ranking, budget_tokens: int, *, shape: TreeShape | None = None
+) -> list[Evidence]:
+    """The best pieces that fit `budget_tokens`, neighbours merged, in document order, with citations."""
+    shape = shape or shape_of(index)
+    rows = {r.id: r for r in index.rows}
+    tokens = {r.id: max(1, (len(r.text) + 3) // 4) for r in rows.values() if r.leaf}
+    groups = pack(ranking.pieces, tokens, budget_tokens, shape, ranking.scores)
+    out = []
+    for g in groups:
+        first, last = rows[g.leaves[0]], rows[g.leaves[-1]]
+        cite = first.cite
+        path = [a for a in reversed(shape.ancestors(first.node)) if a != first.id]
+        citation = Citation(
+            file=str(cite.get("file", "")),
+            line_start=int(cite.get("line_start", 0)),
+            line_end=int(last.cite.get("line_end", cite.get("line_end", 0))),
+            node_id=first.node,
+            page_start=cite.get("page_start"),
+            page_end=last.cite.get("page_end", cite.get("page_end")),
+            timestamp=cite.get("timestamp"),
+        )
+        out.append(
+            Evidence(
+                text="".join(rows[p].text for p in g.leaves),
+                score=round(g.score, 6),
+                node_id=first.node,
+                path=[*path, first.node],
+                citation=citation,
+                pieces=list(g.leaves),
+                tokens=g.tokens,
+            )
+        )
+    return out

@@ -236,6 +236,8 @@ class Memory:
         """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
         prompt. `use_model=False` uses hybrid search alone (no model call)."""
+        if not use_model:
+            return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
         if use_model:
             run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
@@ -252,6 +254,24 @@ class Memory:
             {**nav.rows.get(p, {}), "position": p, "via": r.origin.get(leaf, "tree")}
             for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1])
         ]
+
+    def _indexed_context(self, question: str, budget_tokens: int) -> list[dict[str, Any]]:
+        """`context(use_model=False)`: the tree as an index (retrieve/treesearch.py), message by message."""
+        from knowtree.retrieve.treesearch import retrieve_evidence
+
+        if not self.exists:
+            raise NotFoundError(self.kt.store._missing(self.name))
+        self._check_kind()
+        evidence = retrieve_evidence(
+            self.kt.store, self.name, question, budget_tokens, kind=KIND, embedder=self.embedder
+        )
+        rows = {int(r["position"]): r for r in self.kt.store.load_messages(self.name)}  # type: ignore[call-overload]
+        out: list[dict[str, Any]] = []
+        for ev in evidence:
+            for p in range(ev.citation.line_start, ev.citation.line_end + 1):
+                if p in rows:
+                    out.append({**rows[p], "position": p, "via": "index", "score": ev.score})
+        return out
 
     async def stream(
         self, question: str, *, mode: Mode = "tree", budget_tokens: int | None = None

@@ -166,17 +166,19 @@ def pack(
     shape: TreeShape,
     scores: Mapping[str, float],
 ) -> list[Group]:
-    """Fill `budget` tokens with the best leaves (in rank order; a leaf that does not fit ends the
-    filling, as a reader going down a ranking would), then merge leaves that are neighbours in the
-    document and return the groups in document order."""
+    """Fill `budget` tokens with the best leaves (in rank order; one that does not fit is passed
+    over for the next that does), then merge leaves that are neighbours in the document and return
+    the groups in document order."""
     chosen: list[str] = []
     used = 0
     for leaf in ranked:
         n = tokens.get(leaf, 0)
         if used + n > budget:
-            break
+            continue
         chosen.append(leaf)
         used += n
+        if used >= budget:
+            break
     chosen.sort(key=lambda i: shape.order.get(i, 0))
     groups: list[Group] = []
     for leaf in chosen:

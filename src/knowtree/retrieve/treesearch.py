@@ -15,12 +15,21 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, own_scores, pack, priors, rank
+from knowtree.retrieve.treescore import (
+    Group,
+    ScoreParams,
+    TreeShape,
+    leaf_scores,
+    own_scores,
+    pack,
+    priors,
+    rank,
+)
 from knowtree.types import Citation
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
-    from knowtree.retrieve.treeindex import TreeIndex
+    from knowtree.retrieve.treeindex import IndexStore, TreeIndex
 
 # measured on the dev sets (benchmarks/RESULTS.md, "Tree as an index"); conversations lean more on
 # their session and neighbourhood than document pieces do on their section
@@ -88,7 +97,15 @@ def pack_evidence(
     shape = shape or shape_of(index)
     rows = {r.id: r for r in index.rows}
     tokens = {r.id: max(1, (len(r.text) + 3) // 4) for r in rows.values() if r.leaf}
-    groups = pack(ranking.pieces, tokens, budget_tokens, shape, ranking.scores)
+    groups = []
+    for g in pack(ranking.pieces, tokens, budget_tokens, shape, ranking.scores):
+        run = [g.leaves[0]]
+        for p in g.leaves[1:]:  # one item never spans two files
+            if rows[p].cite.get("file") != rows[run[-1]].cite.get("file"):
+                groups.append(Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run)))
+                run = []
+            run.append(p)
+        groups.append(Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run)))
     out = []
     for g in groups:
         first, last = rows[g.leaves[0]], rows[g.leaves[-1]]
@@ -115,3 +132,40 @@ def pack_evidence(
             )
         )
     return out
+
+
+def resolve_embedder(embedder: Embedder | str | None) -> Embedder | None:
+    """An embedder from a name ("default": the project's default; "hash": the test fake), or None
+    for BM25 only. The default falls back to BM25 only when the embedding extra is not installed."""
+    if embedder is None or not isinstance(embedder, str):
+        return embedder
+    from knowtree.errors import ConfigError
+    from knowtree.retrieve.embed import get_embedder
+
+    if embedder == "default":
+        try:
+            return get_embedder()
+        except ConfigError:  # no embedding extra: lexical retrieval still works
+            return None
+    return get_embedder(embedder)
+
+
+def retrieve_evidence(
+    store: IndexStore,
+    tree: str,
+    question: str,
+    budget_tokens: int = 1024,
+    *,
+    kind: str = "document",
+    embedder: Embedder | str | None = "default",
+    params: ScoreParams | None = None,
+) -> list[Evidence]:
+    """`Tree.retrieve` and `Memory.context` in one: the tree's index (synced if stale), ranked, packed."""
+    from knowtree.retrieve.treeindex import TreeIndex
+
+    index = TreeIndex(store, tree)
+    shape = shape_of(index)
+    ranking = rank_tree(
+        index, question, embedder=resolve_embedder(embedder), params=params or default_params(kind), shape=shape
+    )
+    return pack_evidence(index, ranking, budget_tokens, shape=shape)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import CORPUS, write_corpus
 from knowtree.cli import app
 from knowtree.llm.testing import FunctionModel, KeywordModel
 from knowtree.pipeline import KnowTree
@@ -21,7 +22,6 @@ from knowtree.retrieve.embed import HashEmbedder
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
 from knowtree.types import Node, NodeKind, NodeMeta, Span
-from conftest import CORPUS, write_corpus
 
 
 def _no_model(request: Any) -> Any:
@@ -101,7 +101,9 @@ def _section_tree() -> tuple[dict[str, Node], str]:
         children=["leaf1"],
         spans=[span],
     )
-    root = Node(id="root", kind=NodeKind.ROOT, level=2, meta=NodeMeta(title="3M 2018 10-K"), children=["sec1"])
+    root = Node(
+        id="root", kind=NodeKind.ROOT, level=2, meta=NodeMeta(title="3M 2018 10-K"), children=["sec1"]
+    )
     return {"leaf1": leaf, "sec1": section, "root": root}, "root"
 
 
@@ -130,7 +132,9 @@ class CountingEmbedder(HashEmbedder):
 
 
 def _rows(kt: KnowTree, tree: str) -> dict[str, tuple[int, str]]:
-    rows = kt.store.read(lambda c: c.execute("SELECT id, rowid, hash FROM tree_index WHERE tree = ?", (tree,)).fetchall())
+    rows = kt.store.read(
+        lambda c: c.execute("SELECT id, rowid, hash FROM tree_index WHERE tree = ?", (tree,)).fetchall()
+    )
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
@@ -159,11 +163,15 @@ def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -
     with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
         report = kt.build(paths, tree="t")
         assert report.usage.calls == 0  # the zero-call chunk tree
-        evidence = kt.tree("t").retrieve("Who approved the marketing budget?", budget_tokens=80, embedder="hash")
+        evidence = kt.tree("t").retrieve(
+            "Who approved the marketing budget?", budget_tokens=80, embedder="hash"
+        )
     assert evidence and sum(e.tokens for e in evidence) <= 80
     best = max(evidence, key=lambda e: e.score)
     assert "Alice Chen approved" in best.text
-    assert best.citation.file.endswith("budget.md") and best.citation.line_start <= 4 <= best.citation.line_end
+    assert (
+        best.citation.file.endswith("budget.md") and best.citation.line_start <= 4 <= best.citation.line_end
+    )
     assert best.path[-1] == best.node_id
 
 
@@ -177,10 +185,22 @@ def test_memory_context_without_a_model_uses_the_index(tmp_path: Path) -> None:
         stamp = "10:00 am on 1 May, 2023"
         mem.add(
             [
-                {"role": "user", "name": "Ann", "content": f"Note {i} about the garden plans.", "timestamp": stamp}
+                {
+                    "role": "user",
+                    "name": "Ann",
+                    "content": f"Note {i} about the garden plans.",
+                    "timestamp": stamp,
+                }
                 for i in range(12)
             ]
-            + [{"role": "user", "name": "Ann", "content": "My sister Beth moved to Lisbon.", "timestamp": stamp}]
+            + [
+                {
+                    "role": "user",
+                    "name": "Ann",
+                    "content": "My sister Beth moved to Lisbon.",
+                    "timestamp": stamp,
+                }
+            ]
         )
         ctx = mem.context("Where did Beth move?", budget_tokens=30, use_model=False)
         evidence = kt.tree("chat").retrieve("Where did Beth move?", budget_tokens=30, embedder="hash")
@@ -203,13 +223,27 @@ def test_ask_mode_retrieve_and_no_answer(tmp_path: Path, monkeypatch: pytest.Mon
         assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
         return result.stdout
 
-    ok("build", "docs", "--db", "kb.db", "--tree", "t", "--model", "keyword", "--summaries", "none", "--quiet")
+    ok(
+        "build",
+        "docs",
+        "--db",
+        "kb.db",
+        "--tree",
+        "t",
+        "--model",
+        "keyword",
+        "--summaries",
+        "none",
+        "--quiet",
+    )
     q = "Which database did the platform team choose?"
     shown = ok("ask", "t", q, "--db", "kb.db", "--mode", "retrieve", "--no-answer", "--budget", "60")
     assert "PostgreSQL" in shown and "database.md" in shown and "score" in shown
     as_json = json.loads(ok("ask", "t", q, "--db", "kb.db", "--mode", "retrieve", "--no-answer", "--json"))
     assert as_json[0]["citation"]["file"].endswith(".md")
-    answered = json.loads(ok("ask", "t", q, "--db", "kb.db", "--model", "keyword", "--mode", "retrieve", "--json"))
+    answered = json.loads(
+        ok("ask", "t", q, "--db", "kb.db", "--model", "keyword", "--mode", "retrieve", "--json")
+    )
     assert answered["status"] == "complete" and "PostgreSQL" in answered["answer"]
     assert answered["usage"]["calls"] + answered["usage"]["cached"] == 1  # one answer call
     assert answered["citations"][0]["file"].endswith("database.md")
@@ -226,8 +260,13 @@ def test_eval_method_tree_reports_budget_hits_beside_bm25(tmp_path: Path) -> Non
     data = tmp_path / "q.jsonl"
     docs = [{"id": n, "text": t} for n, t in CORPUS.items()]
     rows = [
-        {"id": "q1", "question": "Who approved the marketing budget?", "documents": docs, "corpus": "c",
-         "evidence": ["budget.md"]},
+        {
+            "id": "q1",
+            "question": "Who approved the marketing budget?",
+            "documents": docs,
+            "corpus": "c",
+            "evidence": ["budget.md"],
+        },
         {"id": "q2", "question": "Where did the launch happen?", "corpus": "c", "evidence": ["launch.md"]},
     ]
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")

@@ -49,7 +49,9 @@ class CorpusTree:
     kind: str  # "conversation" or "document"
 
 
-def _group(parent_title: str, ids: list[str], make_leaf: Any, cid: str, level: int = 1) -> tuple[list[Node], list[str]]:
+def _group(
+    parent_title: str, ids: list[str], make_leaf: Any, cid: str, level: int = 1
+) -> tuple[list[Node], list[str]]:
     """Leaves for `ids`, in runs of GROUP under positional branches (no model: titles say where)."""
     nodes: list[Node] = []
     tops: list[str] = []
@@ -60,12 +62,11 @@ def _group(parent_title: str, ids: list[str], make_leaf: Any, cid: str, level: i
         if len(ids) <= GROUP:
             tops = [n.id for n in leaves]
             break
-        title = f"{parent_title} ({start + 1}–{start + len(run)})"
-        branch = _node(
+        branch = _node(  # a run of neighbours: structure only, no title to add to the context
             content_hash("grp", cid, parent_title, str(start)),
             NodeKind.BRANCH,
             level,
-            NodeMeta(title=title),
+            NodeMeta(),
             [n.id for n in leaves],
             spans=[s for n in leaves for s in n.spans[:1]],
         )
@@ -90,10 +91,23 @@ def corpus_tree(corpus: Corpus) -> CorpusTree:
         nid = content_hash("leaf", cid, pid, p.text)
         passage_of[nid] = pid
         span = Span(
-            file=p.doc, start=0, end=len(p.text), line_start=line, line_end=line + p.text.count("\n"),
-            page_start=page, page_end=page,
+            file=p.doc,
+            start=0,
+            end=len(p.text),
+            line_start=line,
+            line_end=line + p.text.count("\n"),
+            page_start=page,
+            page_end=page,
         )
-        return _node(nid, NodeKind.LEAF, 0, NodeMeta(title=title, time_range=time_range or []), [], text=p.text, spans=[span])
+        return _node(
+            nid,
+            NodeKind.LEAF,
+            0,
+            NodeMeta(title=title, time_range=time_range or []),
+            [],
+            text=p.text,
+            spans=[span],
+        )
 
     if "speaker" in first.meta:  # a conversation: sessions of turns
         kind = "conversation"
@@ -105,17 +119,20 @@ def corpus_tree(corpus: Corpus) -> CorpusTree:
 
             def turn(pid: str, date: str = date) -> Node:
                 p = corpus.passages[pid]
-                return leaf(pid, str(p.meta.get("speaker") or ""), [date] if date else None)
+                return leaf(pid, str(p.meta.get("speaker") or ""))  # the turn's text holds its date
 
             sub, tops = _group(title, pids, turn, cid, level=1)
             nodes.extend(sub)
             session = _node(
-                content_hash("session", cid, doc), NodeKind.BRANCH, 2,
-                NodeMeta(title=title, time_range=[date] if date else [], about=speakers), tops,
+                content_hash("session", cid, doc),
+                NodeKind.BRANCH,
+                2,
+                NodeMeta(title=title, time_range=[date] if date else [], about=speakers),
+                tops,
             )
             nodes.append(session)
             docs.append(session.id)
-        root_title = f"Conversation {cid} between {' and '.join(speakers)}"
+        root_title = f"Conversation {cid}"
     elif "page" in first.meta:  # a paged filing: runs of pages
         kind = "document"
         for doc, pids in corpus.documents.items():
@@ -191,7 +208,13 @@ class TreeMethod:
         store = SQLiteStore(":memory:")
         name = re.sub(r"\W", "_", ctx.corpus.id)[:60] or "corpus"
         store.save_tree(
-            name, root_id=tree.root_id, nodes=tree.nodes, documents=[], model="none", settings={}, kind=tree.kind
+            name,
+            root_id=tree.root_id,
+            nodes=tree.nodes,
+            documents=[],
+            model="none",
+            settings={},
+            kind=tree.kind,
         )
         index = TreeIndex(store, name)
         if self.use_dense:

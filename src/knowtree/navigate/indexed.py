@@ -103,7 +103,9 @@ def render_evidence(evidence: Sequence[Evidence]) -> str:
         c = ev.citation
         where = c.file
         if c.page_start is not None:
-            where += f", p. {c.page_start}" + (f"-{c.page_end}" if c.page_end and c.page_end != c.page_start else "")
+            where += f", p. {c.page_start}" + (
+                f"-{c.page_end}" if c.page_end and c.page_end != c.page_start else ""
+            )
         else:
             where += f":{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
         if c.timestamp:

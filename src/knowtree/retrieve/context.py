@@ -27,7 +27,7 @@ from typing import Any
 from knowtree.types import Node, content_hash
 
 PIECE_CHARS = 400  # measured on FinanceBench pages (RESULTS.md "Tree as an index")
-INNER_TEXT_CHARS = 6000  # an inner node without a summary is indexed with its leaves' text up to this
+INNER_TEXT_CHARS = 20000  # an inner node without a summary is indexed with its leaves' text up to this
 SUMMARY_CHARS = 300  # an ancestor's summary prepended to a piece's context is cut to this
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -177,8 +177,9 @@ def tree_entries(
             ]
             context = "\n".join(c for c in context_lines if c)
             span = node.spans[0] if node.spans else None
-            n = 0
-            for n, (offset, piece) in enumerate(split_pieces(node.text, piece_chars)):
+            pieces = split_pieces(node.text, piece_chars) or [(0, node.text)]
+            single = len(pieces) == 1  # a short leaf (a message, a paragraph) is its own piece
+            for n, (offset, piece) in enumerate(pieces):
                 cite: dict[str, Any] = {"node_id": node.id, "file": file}
                 if span is not None:
                     before = node.text.count("\n", 0, offset)
@@ -195,7 +196,7 @@ def tree_entries(
                     Entry(
                         id=f"{node.id}:{n}",
                         node=node.id,
-                        parent=node.id,
+                        parent=parent if single else node.id,
                         leaf=True,
                         order=order,
                         text=piece,
@@ -204,12 +205,14 @@ def tree_entries(
                     )
                 )
                 order += 1
-            # the leaf as a whole is an entry too (its metadata; its text when it has several pieces)
-            whole = _meta_text(node)
-            if not node.meta.summary and n > 0:
-                whole = "\n".join(x for x in (whole, node.text) if x)
+            if single:
+                return [node.text]
+            # a leaf of several pieces is an entry too: its metadata, or its whole text without one
+            whole = _meta_text(node) or node.text
             entries.append(
-                Entry(id=node.id, node=node.id, parent=parent, leaf=False, order=-1, text=whole, context=context)
+                Entry(
+                    id=node.id, node=node.id, parent=parent, leaf=False, order=-1, text=whole, context=context
+                )
             )
             return [node.text]
         texts: list[str] = []
@@ -226,7 +229,9 @@ def tree_entries(
             c for c in (*extra, " > ".join([*crumbs, label] if label else crumbs), _where(node)) if c
         )
         entries.append(
-            Entry(id=node_id, node=node_id, parent=parent, leaf=False, order=-1, text=body_text, context=context)
+            Entry(
+                id=node_id, node=node_id, parent=parent, leaf=False, order=-1, text=body_text, context=context
+            )
         )
         return texts
 

@@ -53,7 +53,8 @@ class SyncReport:
 def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
     row = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
     rows = conn.execute(
-        "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?", (tree,)
+        "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?",
+        (tree,),
     ).fetchall()
     nodes = {
         r[0]: Node(
@@ -121,7 +122,18 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
         "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, text, context, cite_json)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (tree, e.id, e.node, e.parent, int(e.leaf), e.order, e.hash, e.text, e.context, json.dumps(e.cite))
+            (
+                tree,
+                e.id,
+                e.node,
+                e.parent,
+                int(e.leaf),
+                e.order,
+                e.hash,
+                e.text,
+                e.context,
+                json.dumps(e.cite),
+            )
             for e in changed
         ],
     )
@@ -163,8 +175,8 @@ class IndexRow:
 class TreeIndex:
     """The index of one tree in a store: current (synced when the tree changed), searchable.
 
-        index = TreeIndex(store, "docs")
-        lexical, dense = index.search("Who approved the budget?", embedder)
+    index = TreeIndex(store, "docs")
+    lexical, dense = index.search("Who approved the budget?", embedder)
     """
 
     def __init__(self, store: IndexStore, tree: str) -> None:
@@ -179,7 +191,9 @@ class TreeIndex:
         """Re-sync when the tree changed since it was indexed (or was saved before the index existed)."""
 
         def stale(conn: sqlite3.Connection) -> bool:
-            row = conn.execute("SELECT signature FROM tree_index_state WHERE tree = ?", (self.tree,)).fetchone()
+            row = conn.execute(
+                "SELECT signature FROM tree_index_state WHERE tree = ?", (self.tree,)
+            ).fetchone()
             return row is None or row[0] != signature(conn, self.tree)
 
         if not self.store.read(stale):
@@ -214,7 +228,9 @@ class TreeIndex:
             " ORDER BY bm25(tree_index_fts) LIMIT ?"
         )
         try:
-            rows = self.store.read(lambda c: c.execute(sql, (match_expression(terms), self.tree, limit)).fetchall())
+            rows = self.store.read(
+                lambda c: c.execute(sql, (match_expression(terms), self.tree, limit)).fetchall()
+            )
         except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
             raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
         return {str(r[0]): -float(r[1]) for r in rows}
@@ -239,13 +255,18 @@ class TreeIndex:
             self.store.write(
                 lambda c: c.executemany(
                     "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
-                    [(self.tree, r.id, embedder.id, r.hash, v.tobytes()) for r, v in zip(missing, fresh, strict=True)],
+                    [
+                        (self.tree, r.id, embedder.id, r.hash, v.tobytes())
+                        for r, v in zip(missing, fresh, strict=True)
+                    ],
                 )
             )
             for r, v in zip(missing, fresh, strict=True):
                 have[r.id] = (r.hash, v.tobytes())
         matrix = (
-            np.frombuffer(b"".join(have[r.id][1] for r in rows), dtype=np.float32).reshape(len(rows), embedder.dim)
+            np.frombuffer(b"".join(have[r.id][1] for r in rows), dtype=np.float32).reshape(
+                len(rows), embedder.dim
+            )
             if rows
             else np.zeros((0, embedder.dim), dtype=np.float32)
         )

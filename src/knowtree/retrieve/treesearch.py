@@ -102,7 +102,9 @@ def pack_evidence(
         run = [g.leaves[0]]
         for p in g.leaves[1:]:  # one item never spans two files
             if rows[p].cite.get("file") != rows[run[-1]].cite.get("file"):
-                groups.append(Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run)))
+                groups.append(
+                    Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run))
+                )
                 run = []
             run.append(p)
         groups.append(Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run)))
@@ -166,6 +168,10 @@ def retrieve_evidence(
     index = TreeIndex(store, tree)
     shape = shape_of(index)
     ranking = rank_tree(
-        index, question, embedder=resolve_embedder(embedder), params=params or default_params(kind), shape=shape
+        index,
+        question,
+        embedder=resolve_embedder(embedder),
+        params=params or default_params(kind),
+        shape=shape,
     )
     return pack_evidence(index, ranking, budget_tokens, shape=shape)

@@ -45,7 +45,7 @@ class Memory:
     def __init__(self, kt: KnowTree, name: str) -> None:
         self.kt = kt
         self.name = name
-        self.embedder: Any = "static"  # "static", "hash" (tests), None (BM25 only) or an Embedder
+        self.embedder: Any = "default"  # an embedder name ("default", "hash"...), None (BM25 only) or an Embedder
         self.last_retrieval: Any = None
 
     # -- state ---------------------------------------------------------------------------------

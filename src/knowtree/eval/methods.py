@@ -84,7 +84,7 @@ class CorpusContext:
     db: str = ":memory:"
     tokenizer: m.Tokenizer | None = None
     runtime: Runtime | None = None
-    embedder: str = "static"
+    embedder: str = "default"
     setup_usage: dict[str, Any] = field(default_factory=dict)
     _lexical: LexicalIndex | None = field(default=None, repr=False)
     _vectors: VectorIndex | None = field(default=None, repr=False)

@@ -104,7 +104,7 @@ def run_eval(
     corpora: int | None = None,
     per_corpus: int | None = None,
     corpus: Sequence[str] | str | None = None,
-    embedder: str = "static",
+    embedder: str = "default",
     model_object: Any = None,
     judge_object: Any = None,
     on_tick: TickSink | None = None,

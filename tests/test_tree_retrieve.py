@@ -111,7 +111,7 @@ def test_a_piece_is_indexed_with_its_breadcrumb_pages_and_ancestor_summary() -> 
     nodes, root = _section_tree()
     entries = {e.id: e for e in tree_entries(nodes, root)}
     piece = entries["leaf1:0"]
-    assert piece.leaf and piece.parent == "leaf1"
+    assert piece.leaf and piece.parent == "sec1"  # a one-piece leaf: the piece takes its place
     assert "3M 2018 10-K > Financial statements > Cash flows" in piece.context
     assert "pages 4-5" in piece.context and "audited statements" in piece.context
     assert piece.cite["page_start"] == 4 and piece.cite["line_start"] == 1
@@ -131,11 +131,13 @@ class CountingEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-def _rows(kt: KnowTree, tree: str) -> dict[str, tuple[int, str]]:
+def _rows(kt: KnowTree, tree: str) -> dict[str, tuple[int, str, str]]:
     rows = kt.store.read(
-        lambda c: c.execute("SELECT id, rowid, hash FROM tree_index WHERE tree = ?", (tree,)).fetchall()
+        lambda c: c.execute(
+            "SELECT id, rowid, hash, body_hash FROM tree_index WHERE tree = ?", (tree,)
+        ).fetchall()
     )
-    return {r[0]: (r[1], r[2]) for r in rows}
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
 def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path) -> None:
@@ -150,12 +152,17 @@ def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path)
         Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
         kt.build(paths, tree="t")
         after = _rows(kt, "t")
-        kept = [i for i in after if i in before and after[i] == before[i]]
-        changed = [i for i in after if after[i] != before.get(i)]
-        assert kept and changed and len(changed) < len(after)
+        # a row whose text did not change keeps its rowid (and FTS row); only new text is indexed
+        kept = [i for i in after if i in before and after[i][0] == before[i][0]]
+        new_text = {after[i][2] for i in after} - {before[i][2] for i in before}
+        assert kept and new_text
+        rewritten = {i for i in after if i not in before or after[i][2] != before[i][2]}
+        assert set(after) - set(kept) == rewritten  # new node ids or new text, nothing else
         emb.embedded = 0
         TreeIndex(kt.store, "t").vectors(emb)
-        assert emb.embedded == len(changed)
+        assert emb.embedded == len(new_text)  # only text that changed is embedded again
+        hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
+    assert "Porto" in hits[0].text or any("Porto" in h.text for h in hits)
 
 
 def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:

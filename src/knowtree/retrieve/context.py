@@ -51,8 +51,13 @@ class Entry:
         return f"{self.context}\n{self.text}" if self.context else self.text
 
     @property
-    def hash(self) -> str:
-        return content_hash("entry", self.parent or "", self.body, str(self.order))
+    def body_hash(self) -> str:
+        """What is indexed and embedded: a vector is reused while this stays the same."""
+        return content_hash("body", self.body)
+
+    def row_hash(self, body_hash: str) -> str:
+        """The whole row: its place in the tree too (a moved piece is rewritten, not re-embedded)."""
+        return content_hash("entry", self.parent or "", body_hash, str(self.order), str(self.leaf))
 
     @property
     def tokens(self) -> int:

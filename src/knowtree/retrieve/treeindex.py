@@ -46,8 +46,9 @@ class IndexStore(Protocol):
 @dataclass(slots=True)
 class SyncReport:
     entries: int = 0
-    written: int = 0  # entries added or changed
+    written: int = 0  # entries added or whose text changed (indexed again)
     removed: int = 0
+    moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
 
 
 def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
@@ -108,19 +109,38 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     are saved together or not at all.
     """
     nodes, root = _load_nodes(conn, tree)
-    existing = dict(conn.execute("SELECT id, hash FROM tree_index WHERE tree = ?", (tree,)).fetchall())
+    existing = {
+        r[0]: (r[1], r[2], r[3])
+        for r in conn.execute(
+            "SELECT id, hash, rowid, body_hash FROM tree_index WHERE tree = ?", (tree,)
+        ).fetchall()
+    }
     entries: list[Entry] = []
     if root is not None and root in nodes:
         entries = tree_entries(nodes, root, doc_context=_doc_context(conn, tree))
-    wanted = {e.id: e for e in entries}
-    changed = [e for e in entries if existing.get(e.id) != e.hash]
+    hashes = {}
+    for e in entries:
+        body = e.body_hash
+        hashes[e.id] = (body, e.row_hash(body))
+    stale = [e for e in entries if existing.get(e.id, ("",))[0] != hashes[e.id][1]]
+    # same text, new place (an ancestor's id changed): the row is updated, its FTS row and vectors stay
+    moved = [e for e in stale if e.id in existing and existing[e.id][2] == hashes[e.id][0]]
+    changed = [e for e in stale if not (e.id in existing and existing[e.id][2] == hashes[e.id][0])]
+    wanted = {e.id for e in entries}
     removed = [i for i in existing if i not in wanted]
-    gone = [(tree, i) for i in [*removed, *(e.id for e in changed if e.id in existing)]]
-    conn.executemany("DELETE FROM tree_index WHERE tree = ? AND id = ?", gone)
-    conn.executemany("DELETE FROM tree_index_fts WHERE tree = ? AND id = ?", gone)
+    gone = [*removed, *(e.id for e in changed if e.id in existing)]
+    conn.executemany("DELETE FROM tree_index_fts WHERE rowid = ?", [(existing[i][1],) for i in gone])
+    conn.executemany("DELETE FROM tree_index WHERE rowid = ?", [(existing[i][1],) for i in gone])
     conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, text, context, cite_json)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rowid = ?",
+        [
+            (e.node, e.parent, int(e.leaf), e.order, hashes[e.id][1], json.dumps(e.cite), existing[e.id][1])
+            for e in moved
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 tree,
@@ -129,7 +149,8 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
                 e.parent,
                 int(e.leaf),
                 e.order,
-                e.hash,
+                hashes[e.id][1],
+                hashes[e.id][0],
                 e.text,
                 e.context,
                 json.dumps(e.cite),
@@ -137,11 +158,16 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             for e in changed
         ],
     )
-    conn.executemany(
-        "INSERT INTO tree_index_fts(tree, id, body) VALUES (?, ?, ?)", [(tree, e.id, e.body) for e in changed]
+    conn.executemany(  # the FTS row shares the entry's rowid: deletes never scan the FTS table
+        "INSERT INTO tree_index_fts(rowid, tree, id, body)"
+        " SELECT rowid, tree, id, ? FROM tree_index WHERE tree = ? AND id = ?",
+        [(e.body, tree, e.id) for e in changed],
     )
-    if removed:
-        conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", [(tree, i) for i in removed])
+    # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
+    # `TreeIndex.vectors` reuses it by text, then drops it
+    texts = {h[0] for h in hashes.values()}
+    dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
+    conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
     sig = signature(conn, tree)
     if sig is None:
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
@@ -150,7 +176,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated) VALUES (?, ?, ?, ?)",
             (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds")),
         )
-    return SyncReport(entries=len(entries), written=len(changed), removed=len(removed))
+    return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
 
 
 def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
@@ -168,7 +194,7 @@ class IndexRow:
     order: int
     text: str
     context: str
-    hash: str
+    hash: str  # of the text indexed and embedded (context + text)
     cite: dict[str, Any] = field(default_factory=dict)
 
 
@@ -208,7 +234,7 @@ class TreeIndex:
         if self._rows is None:
             rows = self.store.read(
                 lambda c: c.execute(
-                    "SELECT id, node, parent, leaf, ord, text, context, hash, cite_json FROM tree_index"
+                    "SELECT id, node, parent, leaf, ord, text, context, body_hash, cite_json FROM tree_index"
                     " WHERE tree = ? ORDER BY leaf DESC, ord, rowid",
                     (self.tree,),
                 ).fetchall()
@@ -249,18 +275,32 @@ class TreeIndex:
             ).fetchall()
         )
         have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
+        by_text = {h: vec for h, vec in have.values()}  # the same text is never embedded twice
+        reused = []
+        for r in rows:
+            if (r.id not in have or have[r.id][0] != r.hash) and r.hash in by_text:
+                have[r.id] = (r.hash, by_text[r.hash])
+                reused.append(r)
         missing = [r for r in rows if r.id not in have or have[r.id][0] != r.hash]
-        if missing:
+        orphans = len({i for i, _, _ in stored} - {r.id for r in rows})
+        if missing or reused or orphans:
             fresh = embed_rows(embedder, missing)
-            self.store.write(
-                lambda c: c.executemany(
+
+            def save(c: sqlite3.Connection) -> None:
+                c.executemany(
                     "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
-                    ],
+                    ]
+                    + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
                 )
-            )
+                c.execute(  # vectors kept only for reuse by text: their entries are gone
+                    "DELETE FROM tree_index_vec WHERE tree = ? AND id NOT IN (SELECT id FROM tree_index WHERE tree = ?)",
+                    (self.tree, self.tree),
+                )
+
+            self.store.write(save)
             for r, v in zip(missing, fresh, strict=True):
                 have[r.id] = (r.hash, v.tobytes())
         matrix = (

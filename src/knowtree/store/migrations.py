@@ -117,7 +117,8 @@ MIGRATIONS: list[str] = [
     CREATE INDEX experts_scope ON experts(scope);
     """,
     # tree as an index (retrieve/treeindex.py): contextual entries of every node (pieces of leaves and
-    # inner nodes) with a content hash, their BM25 rows and their vectors per embedder
+    # inner nodes) with content hashes, their BM25 rows (FTS rowid = tree_index rowid) and their
+    # vectors per embedder (keyed by the hash of the text embedded)
     """
     CREATE TABLE tree_index (
         tree TEXT NOT NULL,
@@ -127,6 +128,7 @@ MIGRATIONS: list[str] = [
         leaf INTEGER NOT NULL,
         ord INTEGER NOT NULL,
         hash TEXT NOT NULL,
+        body_hash TEXT NOT NULL,
         text TEXT NOT NULL,
         context TEXT NOT NULL,
         cite_json TEXT NOT NULL DEFAULT '{}',

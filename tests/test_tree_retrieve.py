@@ -282,3 +282,18 @@ def test_eval_method_tree_reports_budget_hits_beside_bm25(tmp_path: Path) -> Non
     assert tree["hit_by_budget"][256] == 1.0 and tree["all_hit_by_budget"][256] == 1.0
     assert "all_hit_by_budget" in summary["methods"]["bm25"]
     assert tree["setup_calls"] == {} and tree["llm_calls"] == 0
+
+
+def test_a_slow_embedder_scores_only_the_candidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import knowtree.retrieve.treeindex as treeindex
+
+    monkeypatch.setattr(treeindex, "PROBE", 1)
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        index = TreeIndex(kt.store, "t")
+        first = index.rows[0].id
+        emb = CountingEmbedder()
+        scores = index.dense("budget", emb, candidates=[first], max_seconds=0.0)
+        assert set(scores) == {first} and emb.embedded <= 3  # probe, candidate, question
+        assert set(index.dense("budget", emb)) == {r.id for r in index.rows}  # no limit: every entry

@@ -201,7 +201,7 @@ class TreeMethod:
         if ctx.corpus.id in self._built:
             return self._built[ctx.corpus.id]
         from knowtree.retrieve.treeindex import TreeIndex
-        from knowtree.retrieve.treesearch import shape_of
+        from knowtree.retrieve.treesearch import DENSE_SECONDS, shape_of
         from knowtree.store import SQLiteStore
 
         tree = corpus_tree(ctx.corpus)
@@ -221,7 +221,7 @@ class TreeMethod:
             from knowtree.retrieve.embed import get_embedder
 
             self._embedder = self._embedder or get_embedder(ctx.embedder)
-            index.vectors(self._embedder)
+            index.vectors(self._embedder, max_seconds=DENSE_SECONDS)  # else candidates per question
         rows = [r for r in index.rows if r.leaf]
         built = _Built(
             index=index,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
+PROBE = 64  # entries embedded to time an embedder before embedding a whole index
 
 
 class IndexStore(Protocol):
@@ -261,8 +263,14 @@ class TreeIndex:
             raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
         return {str(r[0]): -float(r[1]) for r in rows}
 
-    def vectors(self, embedder: Embedder) -> tuple[list[str], np.ndarray]:
-        """Every entry's vector for `embedder`, embedding (and storing) the ones missing or stale."""
+    def vectors(
+        self, embedder: Embedder, *, max_seconds: float | None = None
+    ) -> tuple[list[str], np.ndarray] | None:
+        """Every entry's vector for `embedder`, embedding (and storing) the ones missing or stale.
+
+        `max_seconds`: when embedding what is missing would take longer (timed on a first batch,
+        which is kept), return None instead; the caller scores its best candidates densely instead.
+        """
         import numpy as np
 
         rows = self.rows
@@ -283,6 +291,14 @@ class TreeIndex:
                 reused.append(r)
         missing = [r for r in rows if r.id not in have or have[r.id][0] != r.hash]
         orphans = len({i for i, _, _ in stored} - {r.id for r in rows})
+        if missing and max_seconds is not None and len(missing) > PROBE:
+            started = time.perf_counter()
+            probe = embed_rows(embedder, missing[:PROBE])
+            per_text = (time.perf_counter() - started) / PROBE
+            self._store_vectors(embedder, missing[:PROBE], probe)
+            if per_text * (len(missing) - PROBE) > max_seconds:
+                return None
+            return self.vectors(embedder)
         if missing or reused or orphans:
             fresh = embed_rows(embedder, missing)
 
@@ -313,12 +329,57 @@ class TreeIndex:
         self._vectors = (embedder.id, matrix)
         return [r.id for r in rows], matrix
 
-    def dense(self, question: str, embedder: Embedder) -> dict[str, float]:
-        ids, matrix = self.vectors(embedder)
-        if not ids:
-            return {}
-        scores = matrix @ embedder.embed([question])[0]
-        return {i: float(s) for i, s in zip(ids, scores, strict=True)}
+    def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
+        self.store.write(
+            lambda c: c.executemany(
+                "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (self.tree, r.id, embedder.id, r.hash, v.tobytes())
+                    for r, v in zip(rows, vecs, strict=True)
+                ],
+            )
+        )
+
+    def dense(
+        self,
+        question: str,
+        embedder: Embedder,
+        *,
+        candidates: Sequence[str] = (),
+        max_seconds: float | None = None,
+    ) -> dict[str, float]:
+        """Cosine of every entry with the question; when embedding the whole index would take more than
+        `max_seconds`, of the `candidates` only (their vectors are embedded now and kept)."""
+        import numpy as np
+
+        got = self.vectors(embedder, max_seconds=max_seconds)
+        query = embedder.embed([question])[0]
+        if got is not None:
+            ids, matrix = got
+            return {i: float(s) for i, s in zip(ids, matrix @ query, strict=True)} if ids else {}
+        wanted = set(candidates)
+        rows = [r for r in self.rows if r.id in wanted]
+        stored = {
+            i: (h, v)
+            for i, h, v in self.store.read(
+                lambda c: c.execute(
+                    "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
+                    (self.tree, embedder.id),
+                ).fetchall()
+            )
+            if i in wanted
+        }
+        missing = [r for r in rows if r.id not in stored or stored[r.id][0] != r.hash]
+        if missing:
+            fresh = embed_rows(embedder, missing)
+            self._store_vectors(embedder, missing, fresh)
+            for r, v in zip(missing, fresh, strict=True):
+                stored[r.id] = (r.hash, v.tobytes())
+        out = {}
+        for r in rows:
+            vec = np.frombuffer(stored[r.id][1], dtype=np.float32)
+            out[r.id] = float(vec @ query)
+        return out
 
 
 def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:

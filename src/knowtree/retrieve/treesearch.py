@@ -37,6 +37,10 @@ DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.6, parent_weight=0.3, decay=0.5)
 CONVERSATION_PARAMS = ScoreParams(lexical_weight=0.6, parent_weight=0.8, decay=0.7)
 
 
+DENSE_SECONDS = 120.0  # embed a whole index only when it takes at most this long (measured on 64)
+DENSE_CANDIDATES = 48  # otherwise score this many lexical candidates (and their ancestors) densely
+
+
 def default_params(kind: str) -> ScoreParams:
     return CONVERSATION_PARAMS if kind == "conversation" else DOCUMENT_PARAMS
 
@@ -84,7 +88,11 @@ def rank_tree(
     shape = shape or shape_of(index)
     ids = [r.id for r in index.rows]
     lexical = index.lexical(question)
-    dense = index.dense(question, embedder) if embedder is not None else {}
+    dense: dict[str, float] = {}
+    if embedder is not None:  # a slow embedder on a large index: the best lexical pieces and their nodes
+        best = sorted(lexical, key=lambda i: -lexical[i])[:DENSE_CANDIDATES]
+        near = {a for i in best for a in shape.ancestors(i)}
+        dense = index.dense(question, embedder, candidates=[*best, *near], max_seconds=DENSE_SECONDS)
     own = own_scores(lexical, dense, ids, params.lexical_weight)
     scores = leaf_scores(shape, own, params)
     return Ranking(rank(scores, shape), scores, priors(shape, own, params), own)

@@ -297,3 +297,20 @@ def test_a_slow_embedder_scores_only_the_candidates(tmp_path: Path, monkeypatch:
         scores = index.dense("budget", emb, candidates=[first], max_seconds=0.0)
         assert set(scores) == {first} and emb.embedded <= 3  # probe, candidate, question
         assert set(index.dense("budget", emb)) == {r.id for r in index.rows}  # no limit: every entry
+
+
+def test_a_zero_call_memory_is_retrievable_at_once(tmp_path: Path) -> None:
+    stamp = "10:00 am on 1 May, 2023"
+    msgs = [
+        {"role": "user", "name": "Ann", "content": f"Note {i} about the garden plans.", "timestamp": stamp}
+        for i in range(20)
+    ] + [{"role": "user", "name": "Ann", "content": "My sister Beth moved to Lisbon.", "timestamp": stamp}]
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        report = mem.add(msgs)
+        assert report.usage.calls == 0 and report.fallbacks == 0 and report.nodes > len(msgs)
+        ctx = mem.context("Where did Beth move?", budget_tokens=30, use_model=False)
+        titles = [n.meta.title for n in kt.tree("chat").nodes.values() if not n.is_leaf]
+    assert any("Lisbon" in str(m["content"]) for m in ctx)
+    assert any(t.startswith("messages ") for t in titles)

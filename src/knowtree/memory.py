@@ -45,7 +45,9 @@ class Memory:
     def __init__(self, kt: KnowTree, name: str) -> None:
         self.kt = kt
         self.name = name
-        self.embedder: Any = "default"  # an embedder name ("default", "hash"...), None (BM25 only) or an Embedder
+        self.embedder: Any = (
+            "default"  # an embedder name ("default", "hash"...), None (BM25 only) or an Embedder
+        )
         self.last_retrieval: Any = None
 
     # -- state ---------------------------------------------------------------------------------
@@ -61,7 +63,9 @@ class Memory:
     def _load(self) -> TopicTree:
         s = self.kt.settings
         if not self.exists:
-            return TopicTree(self.name, {}, None, {}, max_children=s.max_children)
+            return TopicTree(
+                self.name, {}, None, {}, max_children=s.max_children, summarize=s.summaries != "none"
+            )
         self._check_kind()
         settings = self.kt.store.tree_settings(self.name)
         return TopicTree(
@@ -70,6 +74,7 @@ class Memory:
             self.kt.store.root_id(self.name),
             dict(settings.get("memory_state") or {}),  # type: ignore[arg-type]
             max_children=int(settings.get("max_children") or s.max_children),  # type: ignore[arg-type]
+            summarize=s.summaries != "none",
         )
 
     def messages(self, start: int = 1, end: int | None = None) -> list[dict[str, object]]:

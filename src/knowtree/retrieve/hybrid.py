@@ -16,8 +16,8 @@ from knowtree.retrieve.vectors import VectorIndex
 
 # Fusion defaults, tuned on the dev data (benchmarks/tune_fusion.py; numbers and commands in
 # benchmarks/RESULTS.md, "Dense embedders"): dev numbers, not held-out ones.
-RRF_C = 60
-EMBEDDING_WEIGHT = 1.0
+RRF_C = 5
+EMBEDDING_WEIGHT = 0.5
 
 
 def reciprocal_rank_fusion(

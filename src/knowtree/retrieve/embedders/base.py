@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # numpy is imported lazily: `import knowtree` stays light
     import numpy as np
 
 INSTALL_HINT = 'pip install "knowtree[embed]"'
+MORE_HINT = 'pip install "knowtree[embed-more]"'
 
 
 @runtime_checkable
@@ -75,6 +76,7 @@ class WeightFile:
     version: str  # the pinned version, e.g. "1.0.0"
     relpath: str  # path relative to site-packages, as in the wheel's RECORD
     sha256: str
+    hint: str = INSTALL_HINT  # what to pip install when it is missing
 
     @property
     def requirement(self) -> str:
@@ -86,10 +88,10 @@ class WeightFile:
         try:
             dist = metadata.distribution(self.distribution)
         except metadata.PackageNotFoundError as exc:
-            raise ConfigError(f"{self.requirement} is not installed: {INSTALL_HINT}") from exc
+            raise ConfigError(f"{self.requirement} is not installed: {self.hint}") from exc
         candidate = Path(str(dist.locate_file(self.relpath)))
         if not candidate.is_file():
-            raise ConfigError(f"{self.requirement} is incomplete ({self.relpath} missing): {INSTALL_HINT}")
+            raise ConfigError(f"{self.requirement} is incomplete ({self.relpath} missing): {self.hint}")
         return candidate
 
     def verified(self) -> Path:

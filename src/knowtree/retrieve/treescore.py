@@ -38,6 +38,7 @@ class ScoreParams:
     decay: float = 0.5  # each level further up counts this much less
     rollup: bool = True  # an inner node's prior may come from its leaves (Σ own / √(N+1))
     inner_entries: bool = True  # an inner node's own entry (its text, summary, title) counts too
+    repeat_decay: float = 1.0  # < 1: each further piece of the same leaf counts this much less
 
 
 @dataclass(slots=True)
@@ -145,9 +146,26 @@ def leaf_scores(shape: TreeShape, own: Mapping[str, float], params: ScoreParams)
     return out
 
 
-def rank(scores: Mapping[str, float], shape: TreeShape) -> list[str]:
-    """Leaves best first; ties in document order (deterministic)."""
-    return sorted(scores, key=lambda i: (-scores[i], shape.order.get(i, 0)))
+def rank(
+    scores: Mapping[str, float],
+    shape: TreeShape,
+    *,
+    group: Mapping[str, str] | None = None,
+    repeat_decay: float = 1.0,
+) -> list[str]:
+    """Leaves best first; ties in document order (deterministic).
+
+    With `group` (leaf → the node it was cut from) and `repeat_decay` < 1, the j-th best piece of a
+    node counts `repeat_decay`**j of its score, so a budget covers more places before it goes deeper
+    into one (a question with two pieces of evidence needs both places)."""
+    adjusted = dict(scores)
+    if group is not None and repeat_decay < 1.0:
+        seen: dict[str, int] = {}
+        for i in sorted(scores, key=lambda i: (-scores[i], shape.order.get(i, 0))):
+            g = group.get(i, i)
+            adjusted[i] = scores[i] * repeat_decay ** seen.get(g, 0)
+            seen[g] = seen.get(g, 0) + 1
+    return sorted(adjusted, key=lambda i: (-adjusted[i], shape.order.get(i, 0)))
 
 
 @dataclass(slots=True)

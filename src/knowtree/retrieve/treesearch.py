@@ -95,7 +95,9 @@ def rank_tree(
         dense = index.dense(question, embedder, candidates=[*best, *near], max_seconds=DENSE_SECONDS)
     own = own_scores(lexical, dense, ids, params.lexical_weight)
     scores = leaf_scores(shape, own, params)
-    return Ranking(rank(scores, shape), scores, priors(shape, own, params), own)
+    group = {r.id: r.node for r in index.rows if r.leaf} if params.repeat_decay < 1.0 else None
+    ranked = rank(scores, shape, group=group, repeat_decay=params.repeat_decay)
+    return Ranking(ranked, scores, priors(shape, own, params), own)
 
 
 def pack_evidence(

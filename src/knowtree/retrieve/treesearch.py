@@ -10,6 +10,7 @@ ancestors (`treescore`), and keeps the per-node prior for navigators that want t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -134,7 +135,7 @@ def pack_evidence(
         )
         out.append(
             Evidence(
-                text="".join(rows[p].text for p in g.leaves),
+                text=_join(rows[p].text for p in g.leaves),
                 score=round(g.score, 6),
                 node_id=first.node,
                 path=[*path, first.node],
@@ -185,3 +186,11 @@ def retrieve_evidence(
         shape=shape,
     )
     return pack_evidence(index, ranking, budget_tokens, shape=shape)
+
+
+def _join(texts: Iterable[str]) -> str:
+    """Neighbouring pieces as one text: a piece that does not end a line is followed by a newline."""
+    out = ""
+    for t in texts:
+        out += t if not out or out[-1].isspace() else "\n" + t
+    return out

@@ -147,3 +147,14 @@ def test_default_without_tokenizers_names_the_extra(monkeypatch: pytest.MonkeyPa
     )
     with pytest.raises(ConfigError, match=r'is not installed: pip install "knowtree\[embed\]"$'):
         EMBEDDERS[DEFAULT_EMBEDDER]()
+
+
+def test_weighted_rank_fusion_by_hand() -> None:
+    from knowtree.retrieve.hybrid import reciprocal_rank_fusion
+
+    lexical, dense = ["a", "b"], ["b", "c"]
+    # c = 5: a = 1/6, b = 1/7 + w/6, c = w/7
+    assert [p for p, _ in reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.1))] == ["a", "b", "c"]
+    fused = dict(reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.5)))
+    assert abs(fused["b"] - (1 / 7 + 0.5 / 6)) < 1e-12 and max(fused, key=fused.__getitem__) == "b"
+    assert [p for p, _ in reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.0))] == ["a", "b"]

@@ -120,7 +120,7 @@ def build(
     ] = None,
     summaries: Annotated[
         str | None,
-        typer.Option(help="structured trees: none (titles only) | lazy | eager | auto [default: auto]"),
+        typer.Option(help="none (no model call: titles or positions only; any tree) | lazy | eager | auto [default: auto]"),
     ] = None,
     max_pages: Annotated[int | None, typer.Option(help="pages per leaf of a PDF tree [default: 2]")] = None,
     meta: Annotated[
@@ -229,8 +229,14 @@ def ask(
     ] = False,
     mode: Annotated[
         str | None,
-        typer.Option(help="walk (navigate with backtracking) | search (one call over the outline) | auto"),
+        typer.Option(
+            help="walk (navigate with backtracking) | search (one call over the outline) | auto"
+            " | retrieve (the tree as an index, then one answer call)"
+        ),
     ] = None,
+    no_answer: Annotated[
+        bool, typer.Option("--no-answer", help="--mode retrieve: print the evidence only (no model call)")
+    ] = False,
     strategy: Annotated[
         str | None,
         typer.Option(help="collections: how to pick documents: auto | describe | metadata | semantic"),
@@ -256,6 +262,18 @@ def ask(
             max_tokens=max_tokens,
             max_cost=max_cost,
         )
+        if no_answer:  # the tree as an index alone: evidence with scores and citations, no model
+            from knowtree.navigate.indexed import DEFAULT_BUDGET, render_evidence
+
+            if mode not in (None, "retrieve"):
+                raise _err("--no-answer goes with --mode retrieve", 2)
+            with kt:
+                evidence = kt.tree(tree).retrieve(question, budget_tokens=budget or DEFAULT_BUDGET)
+            if as_json:
+                typer.echo(json.dumps([e.model_dump() for e in evidence], indent=2))
+            else:
+                typer.echo(render_evidence(evidence))
+            return
         if stream or agent:
             from knowtree.cli_chat import ask_streaming
 

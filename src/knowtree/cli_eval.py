@@ -58,8 +58,12 @@ def eval_command(
     budget: Annotated[int, typer.Option("--budget", help="token budget for recall@budget")] = 2048,
     seed: Annotated[int, typer.Option("--seed", help="seed recorded for (and passed to) methods")] = 0,
     embedder: Annotated[
-        str, typer.Option("--embedder", help="embedding model: static (shipped, default) or hash (test fake)")
-    ] = "static",
+        str,
+        typer.Option(
+            "--embedder",
+            help="embedding model: default (m2v-minilm), minilm, minilm-l3, wordllama, static (64-dim) or hash (test fake)",
+        ),
+    ] = "default",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,
 ) -> None:
     """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.

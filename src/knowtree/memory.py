@@ -46,7 +46,9 @@ class Memory:
     def __init__(self, kt: KnowTree, name: str) -> None:
         self.kt = kt
         self.name = name
-        self.embedder: Any = "static"  # "static", "hash" (tests), None (BM25 only) or an Embedder
+        self.embedder: Any = (
+            "default"  # an embedder name ("default", "hash"...), None (BM25 only) or an Embedder
+        )
         self.last_retrieval: Any = None
 
     # -- state ---------------------------------------------------------------------------------
@@ -62,7 +64,9 @@ class Memory:
     def _load(self) -> TopicTree:
         s = self.kt.settings
         if not self.exists:
-            return TopicTree(self.name, {}, None, {}, max_children=s.max_children)
+            return TopicTree(
+                self.name, {}, None, {}, max_children=s.max_children, summarize=s.summaries != "none"
+            )
         self._check_kind()
         settings = self.kt.store.tree_settings(self.name)
         return TopicTree(
@@ -71,6 +75,7 @@ class Memory:
             self.kt.store.root_id(self.name),
             dict(settings.get("memory_state") or {}),  # type: ignore[arg-type]
             max_children=int(settings.get("max_children") or s.max_children),  # type: ignore[arg-type]
+            summarize=s.summaries != "none",
         )
 
     def messages(self, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
@@ -250,6 +255,8 @@ class Memory:
         prompt. A long message is read in passages: its `content` is then the passages read, joined
         by " … ", and `passages` their [start, end) character ranges in the message.
         `use_model=False` uses hybrid search alone (no model call)."""
+        if not use_model:
+            return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
         if use_model:
             run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
@@ -270,6 +277,24 @@ class Memory:
                 row["content"] = " … ".join(x.text for x in pieces)
                 row["passages"] = [{"start": x.start, "end": x.end} for x in pieces]
             out.append(row)
+        return out
+
+    def _indexed_context(self, question: str, budget_tokens: int) -> list[dict[str, Any]]:
+        """`context(use_model=False)`: the tree as an index (retrieve/treesearch.py), message by message."""
+        from knowtree.retrieve.treesearch import retrieve_evidence
+
+        if not self.exists:
+            raise NotFoundError(self.kt.store._missing(self.name))
+        self._check_kind()
+        evidence = retrieve_evidence(
+            self.kt.store, self.name, question, budget_tokens, kind=KIND, embedder=self.embedder
+        )
+        rows = {int(r["position"]): r for r in self.kt.store.load_messages(self.name)}  # type: ignore[call-overload]
+        out: list[dict[str, Any]] = []
+        for ev in evidence:
+            for p in range(ev.citation.line_start, ev.citation.line_end + 1):
+                if p in rows:
+                    out.append({**rows[p], "position": p, "via": "index", "score": ev.score})
         return out
 
     async def stream(

@@ -30,6 +30,7 @@ from knowtree.types import Answer, Document, Node, TreeInfo, Usage
 
 if TYPE_CHECKING:
     from knowtree.memory import Memory
+    from knowtree.retrieve.treesearch import Evidence
 
 
 @dataclass
@@ -335,6 +336,7 @@ class KnowTree:
                 overlap=s.chunk_overlap,
                 max_children=s.max_children,
                 progress=progress,
+                summarize=s.summaries != "none",  # --summaries none: the zero-call tree
             )
             self.store.save_tree(
                 tree,
@@ -343,7 +345,7 @@ class KnowTree:
                 documents=documents,
                 model=model.id,
                 settings={
-                    **s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy"}),
+                    **s.model_dump(include={"chunk_size", "chunk_overlap", "max_children", "taxonomy", "summaries"}),
                     **self.model_spec(),
                 },
             )
@@ -424,7 +426,12 @@ class Tree:
         budget_tokens: int | None = None,
     ) -> Answer:
         """`mode`: walk | search | auto (default: the `ask_mode` setting); `strategy`: how a collection
-        picks documents (auto | describe | metadata | semantic); `budget_tokens`: text tree search reads."""
+        picks documents (auto | describe | metadata | semantic); `budget_tokens`: text tree search reads.
+        `mode="retrieve"`: the tree as an index finds the evidence without a model, one call answers."""
+        if mode == "retrieve":  # every tree kind, memories included
+            from knowtree.navigate.indexed import answer_from_index
+
+            return answer_from_index(self, question, budget_tokens=budget_tokens, on_step=on_step)
         if self.info.kind == "conversation":  # a memory: answered by its own navigator
             return self.kt.memory(self.name).ask(question, on_step=on_step)
         from knowtree.navigate.modes import ask_structured, check_choice, is_structured
@@ -465,6 +472,16 @@ class Tree:
             raise
         self.kt.store.finish_run(run_id, answer.status)
         return answer
+
+    def retrieve(self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default") -> list[Evidence]:
+        """The best evidence for `question` within `budget_tokens`, with no model call: the tree as an
+        index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
+        citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only."""
+        from knowtree.retrieve.treesearch import retrieve_evidence
+
+        return retrieve_evidence(
+            self.kt.store, self.name, question, budget_tokens, kind=self.info.kind, embedder=embedder
+        )
 
 
 def open(db: str | Path = "knowtree.db", **kwargs: Any) -> KnowTree:

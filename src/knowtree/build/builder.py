@@ -146,7 +146,10 @@ def build_tree(
     overlap: int = 0,
     max_children: int = 8,
     progress: Progress | None = None,
+    summarize: bool = True,
 ) -> BuildResult:
+    """`summarize=False` is the zero-call build: leaves keep their text and span, branches are titled
+    by position (file and lines), no model is asked; the tree is retrievable as an index at once."""
     planned, root_id = plan_tree(documents, chunk_size=chunk_size, overlap=overlap, max_children=max_children)
     total = sum(1 for p in planned if p.kind is NodeKind.LEAF or len(p.children) > 1)
     done = 0
@@ -165,6 +168,9 @@ def build_tree(
 
     def make_leaf(p: _Planned) -> tuple[Node, Usage, bool]:
         assert p.chunk is not None
+        if not summarize:
+            meta = NodeMeta()
+            return Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]), Usage(), False
         try:
             meta, used = extract_leaf(client, p.chunk.text, taxonomy)
             failed = False
@@ -176,7 +182,9 @@ def build_tree(
     def make_inner(p: _Planned) -> tuple[Node, Usage, bool]:
         kids = [nodes[c] for c in p.children]
         failed = False
-        if len(kids) == 1:  # nothing to synthesize: a single child's metadata is the parent's
+        if not summarize:  # where it is, not what it says: no model
+            meta, used = NodeMeta(title=_position_title(kids) if p.kind is not NodeKind.ROOT else ""), Usage()
+        elif len(kids) == 1:  # nothing to synthesize: a single child's metadata is the parent's
             meta, used = kids[0].meta.model_copy(), Usage()
         else:
             try:
@@ -207,3 +215,9 @@ def build_tree(
 def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:
     opening = " ".join(text.split())[:400]
     return NodeMeta(summary=opening, fallback=f"metadata reply stayed invalid: {exc}"[:300])
+
+
+def _position_title(kids: Sequence[Node]) -> str:
+    """A branch's title without a model: the files and lines its leaves span."""
+    spans = merge_spans([sp for k in kids for sp in k.spans])
+    return "; ".join(f"{sp.file} lines {sp.line_start}-{sp.line_end}" for sp in spans)

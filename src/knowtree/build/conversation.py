@@ -182,8 +182,10 @@ class TopicTree(Rebalancing):
         state: dict[str, Any],
         *,
         max_children: int = 8,
+        summarize: bool = True,
     ) -> None:
         self.name = name
+        self.summarize = summarize  # False: the zero-call memory (topics by position, no model)
         self.nodes = nodes
         self.root_id = root_id
         self.path: list[str] = list(state.get("path", []))
@@ -386,9 +388,15 @@ class TopicTree(Rebalancing):
                 options.append(("new", nid))
         else:
             options.append(("new", deepest))
-        reply = self._decide(batch, options, client)
+        reply = self._decide(batch, options, client) if self.summarize else None
         action, where = options[reply.choice - 1] if reply else options[-1 if has_topic else 0]
-        if reply is None:
+        if reply is None and not self.summarize:  # each batch a topic of the session, named by position
+            reply_meta = NodeMeta(
+                title=f"messages {first}-{last}",
+                about=sorted({m.speaker for m in batch}),
+                content_types=[TOPIC],
+            )
+        elif reply is None:
             reply_meta = self._fallback_meta(batch)
         else:
             reply_meta = NodeMeta(
@@ -568,6 +576,9 @@ class TopicTree(Rebalancing):
             meta = only.model_copy(update={"content_types": kind, "time_range": node.meta.time_range})
             if kind == [SESSION] or node.kind is NodeKind.ROOT:
                 meta.title = title
+        elif not self.summarize:  # the zero-call memory: where it is and who speaks, no summary
+            about = merge_ranked([k.meta.about for k in kids], 8)
+            meta = NodeMeta(title=title, about=about, content_types=kind, time_range=node.meta.time_range)
         else:
             meta = self._merge(kids, client)
             meta.content_types = kind

@@ -84,7 +84,7 @@ class CorpusContext:
     db: str = ":memory:"
     tokenizer: m.Tokenizer | None = None
     runtime: Runtime | None = None
-    embedder: str = "static"
+    embedder: str = "default"
     setup_usage: dict[str, Any] = field(default_factory=dict)
     _lexical: LexicalIndex | None = field(default=None, repr=False)
     _vectors: VectorIndex | None = field(default=None, repr=False)
@@ -147,19 +147,31 @@ def evidence_labels(corpus: Corpus, ranked: Sequence[str], gold: Sequence[str]) 
 
 
 def retrieval_metrics(
-    case: Case, ctx: CorpusContext, ranked: Sequence[str], *, k: int, budget: int
+    case: Case,
+    ctx: CorpusContext,
+    ranked: Sequence[str],
+    *,
+    k: int,
+    budget: int,
+    lengths: Sequence[int] | None = None,
 ) -> dict[str, float | None]:
     """hit rate@k, recall@k and recall within `budget` tokens, for a ranking of passage ids; plus the
-    hit rate within each of `BUDGETS` tokens (`hit_b512`…), for the hit-rate-vs-budget plot."""
+    hit rate (`hit_b512`…) and whether every gold passage is in (`all_b512`…) within each of `BUDGETS`
+    tokens. `lengths` are the tokens shown per ranked item when a method shows less than whole
+    passages (pieces of them: `ranked` may then repeat a passage id)."""
     labels = evidence_labels(ctx.corpus, ranked, case.evidence)
-    lengths = [ctx.tokens(ctx.corpus.text(p)) for p in ranked]
+    if lengths is None:
+        lengths = [ctx.tokens(ctx.corpus.text(p)) for p in ranked]
     out: dict[str, float | None] = {
         "hit_rate": m.hit_at_k(labels, case.evidence, k),
         "recall": m.recall_at_k(labels, case.evidence, k),
         "recall_budget": m.recall_at_k(labels, case.evidence, m.within_budget(lengths, budget)),
     }
     for b in BUDGETS:
-        out[f"hit_b{b}"] = m.hit_at_k(labels, case.evidence, m.within_budget(lengths, b))
+        n = m.within_budget(lengths, b)
+        out[f"hit_b{b}"] = m.hit_at_k(labels, case.evidence, n)
+        found = m.recall_at_k(labels, case.evidence, n)
+        out[f"all_b{b}"] = None if found is None else float(found >= 1.0)
     return out
 
 
@@ -297,7 +309,14 @@ _FACTORIES: dict[str, MethodFactory] = {
     "bm25": lambda p: BM25Method(k=p.k, budget=p.budget, answer=p.answer),
     "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
     "hybrid": lambda p: HybridMethod(k=p.k, budget=p.budget, answer=p.answer),
+    "tree": lambda p: _tree_method(p),
 }
+
+
+def _tree_method(p: MethodParams) -> Method:
+    from knowtree.eval.treemethod import TreeMethod
+
+    return TreeMethod(k=p.k, budget=p.budget)
 
 # reserved names, with what they will be: asking for one now says it is not implemented yet
 PLANNED: dict[str, str] = {}

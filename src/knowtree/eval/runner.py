@@ -104,7 +104,7 @@ def run_eval(
     corpora: int | None = None,
     per_corpus: int | None = None,
     corpus: Sequence[str] | str | None = None,
-    embedder: str = "static",
+    embedder: str = "default",
     model_object: Any = None,
     judge_object: Any = None,
     on_tick: TickSink | None = None,
@@ -625,6 +625,11 @@ def summarize(
             b: mean(r.metrics.get(f"hit_b{b}") for r in mine)
             for b in BUDGETS
             if any(r.metrics.get(f"hit_b{b}") is not None for r in mine)
+        }
+        stats["all_hit_by_budget"] = {
+            b: mean(r.metrics.get(f"all_b{b}") for r in mine)
+            for b in BUDGETS
+            if any(r.metrics.get(f"all_b{b}") is not None for r in mine)
         }
         categories = sorted({r.category for r in mine if r.category})
         if categories:

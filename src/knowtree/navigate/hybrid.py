@@ -13,6 +13,7 @@ from typing import Any
 from knowtree.errors import ConfigError
 from knowtree.navigate.passages import Passages
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
+from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C
 from knowtree.types import Node
 
 SearchFn = Callable[[str, int], list[tuple[str, float]]]  # (query, limit) → (unit id, score)
@@ -22,10 +23,9 @@ class HybridScorer:
     """Weighted reciprocal-rank fusion of BM25 and embedding similarity over every unit of a memory.
 
     BM25 runs on an in-memory FTS5 index (porter stemming) of the messages' passages and the topics'
-    names, summaries and metadata, built on first use. The weights are BM25 1.0, embeddings 0.3: with
-    the shipped static embedder, evidence-turn hit rate at 400 tokens on the five LoCoMo dev
-    conversations was BM25 0.668, embeddings 0.305, equal-weight fusion 0.540, 1.0/0.3 fusion 0.665
-    (mean), so embeddings only break BM25's near-ties. A stronger embedder can be given a larger weight.
+    names, summaries and metadata, built on first use. The weights are BM25 1.0 and embeddings
+    `EMBEDDING_WEIGHT`, fused with the constant `RRF_C`: the project-wide defaults tuned on the dev
+    data with the default embedder (`knowtree.retrieve.hybrid`, benchmarks/RESULTS.md).
     """
 
     def __init__(
@@ -35,7 +35,7 @@ class HybridScorer:
         embedder: Any = None,
         *,
         lexical_weight: float = 1.0,
-        embedding_weight: float = 0.3,
+        embedding_weight: float = EMBEDDING_WEIGHT,
         passages: Passages | None = None,
     ) -> None:
         self.nodes = nodes
@@ -82,7 +82,7 @@ class HybridScorer:
         if wl:
             for rank, (uid, _) in enumerate(self._lexical(question)):
                 if uid in self._node_of or uid in self.nodes:
-                    out[uid] = out.get(uid, 0.0) + wl / (60 + rank)
+                    out[uid] = out.get(uid, 0.0) + wl / (RRF_C + rank)
         if self.embedder is not None and we:
             try:
                 import numpy as np
@@ -93,7 +93,7 @@ class HybridScorer:
                 sims = self._matrix @ q
                 for rank, j in enumerate(np.argsort(-sims)[:200]):
                     uid = self._units[int(j)][0]
-                    out[uid] = out.get(uid, 0.0) + we / (60 + rank)
+                    out[uid] = out.get(uid, 0.0) + we / (RRF_C + rank)
             except (ConfigError, ImportError, ValueError) as exc:  # no embedder: lexical only, noted
                 self.error = f"embeddings unavailable, BM25 only: {exc}"
                 self.embedder = None

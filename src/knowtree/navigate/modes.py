@@ -40,7 +40,7 @@ def outline_tokens(nodes: dict[str, Node], top: str) -> int:
     return total // 4
 
 
-MODES = ("auto", "walk", "search")
+MODES = ("auto", "walk", "search", "retrieve")
 STRATEGIES = ("auto", "describe", "metadata", "semantic")
 
 

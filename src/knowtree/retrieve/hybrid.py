@@ -1,9 +1,10 @@
 """Hybrid search: BM25 and embedding rankings fused by reciprocal rank (Cormack et al. 2009).
 
 Reciprocal rank fusion needs no score calibration (BM25 scores and cosines live on different
-scales): each passage scores Σ 1 / (c + rank) over the rankings it appears in, with c = 60 as in
-the paper. Lexical search finds rare names and numbers; the embedding finds paraphrases; fused,
-a passage either ranks high on stays near the top.
+scales): each passage scores Σ w / (c + rank) over the rankings it appears in (c = 60 in the paper;
+here BM25 weighs 1 and the embedding's weight and c are tuned on dev data, see `RRF_C`). Lexical
+search finds rare names and numbers; the embedding finds paraphrases; fused, a passage either ranks
+high on stays near the top.
 """
 
 from __future__ import annotations
@@ -13,25 +14,45 @@ from collections.abc import Sequence
 from knowtree.retrieve.bm25 import LexicalIndex
 from knowtree.retrieve.vectors import VectorIndex
 
+# Fusion defaults, tuned on the dev data (benchmarks/tune_fusion.py; numbers and commands in
+# benchmarks/RESULTS.md, "Dense embedders"): dev numbers, not held-out ones.
+RRF_C = 5
+EMBEDDING_WEIGHT = 0.5
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], c: int = 60) -> list[tuple[str, float]]:
-    """Fused (id, score) best first; ties keep the order of first appearance."""
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], c: int = RRF_C, *, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Fused (id, score) best first: Σ weight / (c + rank); ties keep the order of first appearance."""
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    first: dict[str, int] = {}
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
+        if not weight:
+            continue
         for rank, pid in enumerate(ranking, start=1):
-            scores[pid] = scores.get(pid, 0.0) + 1.0 / (c + rank)
-    order = list(scores)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], order.index(kv[0])))
+            scores[pid] = scores.get(pid, 0.0) + weight / (c + rank)
+            first.setdefault(pid, len(first))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], first[kv[0]]))
 
 
 class HybridIndex:
     """Search both indexes `depth` deep and fuse; same `search` signature as the two it wraps."""
 
-    def __init__(self, lexical: LexicalIndex, vectors: VectorIndex, *, depth: int = 50, c: int = 60) -> None:
+    def __init__(
+        self,
+        lexical: LexicalIndex,
+        vectors: VectorIndex,
+        *,
+        depth: int = 50,
+        c: int = RRF_C,
+        embedding_weight: float = EMBEDDING_WEIGHT,
+    ) -> None:
         self.lexical = lexical
         self.vectors = vectors
         self.depth = depth
         self.c = c
+        self.embedding_weight = embedding_weight
 
     def search(
         self, query: str, k: int = 10, *, docs: Sequence[str] | None = None
@@ -41,4 +62,4 @@ class HybridIndex:
             [pid for pid, _ in self.lexical.search(query, depth, docs=docs)],
             [pid for pid, _ in self.vectors.search(query, depth, docs=docs)],
         ]
-        return reciprocal_rank_fusion(rankings, self.c)[:k]
+        return reciprocal_rank_fusion(rankings, self.c, weights=(1.0, self.embedding_weight))[:k]

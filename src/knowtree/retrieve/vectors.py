@@ -5,7 +5,7 @@ so an approximate index (usearch, faiss) would add a dependency without a measur
 sizes knowtree stores per tree or per evaluation corpus. Same shape as `LexicalIndex` (`ensure`,
 `add`, `search`), so methods can swap one for the other:
 
-    idx = VectorIndex("kb.db", name="corpus1")          # default embedder: the shipped static model
+    idx = VectorIndex("kb.db", name="corpus1")          # the default embedder (see retrieve/embed.py)
     idx.ensure(passages)                                 # embeds only if the corpus changed
     idx.search("Who approved the budget?", k=5)          # [(id, cosine), ...]
 """
@@ -38,7 +38,7 @@ class VectorIndex:
     ) -> None:
         if not _NAME.fullmatch(name):
             raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
-        self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder or "static")
+        self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder or None)
         self.path = str(path)
         self.name = name
         self.batch = batch

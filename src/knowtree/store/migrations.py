@@ -162,6 +162,42 @@ MIGRATIONS: list[str] = [
     DROP TABLE nodes_fts;
     ALTER TABLE nodes_fts_keyed RENAME TO nodes_fts;
     """,
+    # tree as an index (retrieve/treeindex.py): contextual entries of every node (pieces of leaves and
+    # inner nodes) with content hashes, their BM25 rows (FTS rowid = tree_index rowid) and their
+    # vectors per embedder (keyed by the hash of the text embedded)
+    """
+    CREATE TABLE tree_index (
+        tree TEXT NOT NULL,
+        id TEXT NOT NULL,
+        node TEXT NOT NULL,
+        parent TEXT,
+        leaf INTEGER NOT NULL,
+        ord INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        body_hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        context TEXT NOT NULL,
+        cite_json TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (tree, id)
+    );
+    CREATE VIRTUAL TABLE tree_index_fts USING fts5(
+        tree UNINDEXED, id UNINDEXED, body, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE tree_index_vec (
+        tree TEXT NOT NULL,
+        id TEXT NOT NULL,
+        embedder TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        vec BLOB NOT NULL,
+        PRIMARY KEY (tree, embedder, id)
+    );
+    CREATE TABLE tree_index_state (
+        tree TEXT PRIMARY KEY,
+        signature TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        updated TEXT NOT NULL
+    );
+    """,
 ]
 
 

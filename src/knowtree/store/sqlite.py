@@ -6,10 +6,11 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
@@ -18,6 +19,7 @@ from knowtree.store.migrations import migrate
 from knowtree.store.runs import busy_error, mark_interrupted, process_alive, this_process
 from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, TreeInfo, Usage
 
+T = TypeVar("T")
 _MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
 
 
@@ -394,6 +396,17 @@ class SQLiteStore:
             out.append(item)
         return out
 
+    # -- run a function on the connection (the tree index in retrieve/treeindex.py uses these) ----
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` under the store's lock, for reads."""
+        with self._lock:
+            return fn(self._conn)
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` in one write transaction (rolled back if it raises)."""
+        with self._tx() as c:
+            return fn(c)
+
 
 def _insert_nodes(
     c: sqlite3.Connection,
@@ -441,6 +454,9 @@ def update_fts(c: sqlite3.Connection, name: str, node: Node) -> None:
         "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
         (fts_body(node), name, node.id),
     )
+    from knowtree.retrieve.treeindex import sync_entries
+
+    sync_entries(c, name)  # the tree's contextual index, in the same transaction (changed entries only)
 
 
 def _node(row: tuple) -> Node:

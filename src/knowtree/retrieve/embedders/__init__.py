@@ -1,0 +1,1 @@
+"""Concrete offline embedders behind `knowtree.retrieve.embed.get_embedder` (one module per engine)."""

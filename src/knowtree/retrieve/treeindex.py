@@ -1,0 +1,391 @@
+"""A tree's contextual index in the store: built with the tree, updated by content hash, searched fast.
+
+`sync_entries(conn, tree)` runs inside the store's save transaction (one call site in
+`store/sqlite.py`): it derives the contextual entries of the saved tree (`retrieve.context`),
+compares their content hashes with what is indexed and rewrites only the entries that changed,
+in the `tree_index` table and its FTS5 twin (BM25 with the porter stemmer, the same query building
+as `retrieve.bm25`). No model call: titles, pages, times and summaries are already in the nodes.
+
+Vectors are per embedder (`tree_index_vec`, keyed by entry hash): `TreeIndex.vectors()` embeds the
+entries that have no vector for the current hash, so an edit re-embeds only what changed.
+`TreeIndex.search()` returns every entry's lexical and dense score for a question; `treescore`
+turns them into ranked, packed evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from knowtree.errors import StoreError
+from knowtree.retrieve.bm25 import STOPWORDS, match_expression, query_terms
+from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
+from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from knowtree.retrieve.embed import Embedder
+
+T = TypeVar("T")
+EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
+PROBE = 64  # entries embedded to time an embedder before embedding a whole index
+
+
+class IndexStore(Protocol):
+    """What the index needs from a store: run a function on its connection, read-only or in a transaction."""
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+
+@dataclass(slots=True)
+class SyncReport:
+    entries: int = 0
+    written: int = 0  # entries added or whose text changed (indexed again)
+    removed: int = 0
+    moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
+
+
+def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
+    row = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
+    rows = conn.execute(
+        "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?",
+        (tree,),
+    ).fetchall()
+    nodes = {
+        r[0]: Node(
+            id=r[0],
+            kind=NodeKind(r[1]),
+            level=r[2],
+            children=json.loads(r[3]),
+            meta=NodeMeta.model_validate_json(r[4]),
+            text=r[5],
+            spans=[Span.model_validate(s) for s in json.loads(r[6])],
+        )
+        for r in rows
+    }
+    return nodes, (row[0] if row else None)
+
+
+def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
+    """A line per document of a collection (its metadata and description), by node id and by path."""
+    try:
+        rows = conn.execute(
+            "SELECT path, node_id, description, meta_json FROM doc_info WHERE tree = ?", (tree,)
+        ).fetchall()
+    except sqlite3.OperationalError:  # a database before the collections migration
+        return {}
+    out: dict[str, str] = {}
+    for path, node_id, description, meta_json in rows:
+        meta = json.loads(meta_json or "{}")
+        line = " ".join(
+            [*(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")), description or ""]
+        ).strip()
+        if line:
+            out[node_id] = line
+            out[path] = line
+    return out
+
+
+def signature(conn: sqlite3.Connection, tree: str) -> str | None:
+    """What the index of `tree` was built from: root, last update, node count, document metadata."""
+    row = conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
+    if row is None:
+        return None
+    count = conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0]
+    docs = json.dumps(sorted(_doc_context(conn, tree).items()))
+    return content_hash("index", str(row[0]), str(row[1]), str(count), docs, str(PIECE_CHARS))
+
+
+def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
+    """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
+
+    Runs on the caller's connection and transaction (the store's save), so a tree and its index
+    are saved together or not at all.
+    """
+    nodes, root = _load_nodes(conn, tree)
+    existing = {
+        r[0]: (r[1], r[2], r[3])
+        for r in conn.execute(
+            "SELECT id, hash, rowid, body_hash FROM tree_index WHERE tree = ?", (tree,)
+        ).fetchall()
+    }
+    entries: list[Entry] = []
+    if root is not None and root in nodes:
+        entries = tree_entries(nodes, root, doc_context=_doc_context(conn, tree))
+    hashes = {}
+    for e in entries:
+        body = e.body_hash
+        hashes[e.id] = (body, e.row_hash(body))
+    stale = [e for e in entries if existing.get(e.id, ("",))[0] != hashes[e.id][1]]
+    # same text, new place (an ancestor's id changed): the row is updated, its FTS row and vectors stay
+    moved = [e for e in stale if e.id in existing and existing[e.id][2] == hashes[e.id][0]]
+    changed = [e for e in stale if not (e.id in existing and existing[e.id][2] == hashes[e.id][0])]
+    wanted = {e.id for e in entries}
+    removed = [i for i in existing if i not in wanted]
+    gone = [*removed, *(e.id for e in changed if e.id in existing)]
+    conn.executemany("DELETE FROM tree_index_fts WHERE rowid = ?", [(existing[i][1],) for i in gone])
+    conn.executemany("DELETE FROM tree_index WHERE rowid = ?", [(existing[i][1],) for i in gone])
+    conn.executemany(
+        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rowid = ?",
+        [
+            (e.node, e.parent, int(e.leaf), e.order, hashes[e.id][1], json.dumps(e.cite), existing[e.id][1])
+            for e in moved
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                tree,
+                e.id,
+                e.node,
+                e.parent,
+                int(e.leaf),
+                e.order,
+                hashes[e.id][1],
+                hashes[e.id][0],
+                e.text,
+                e.context,
+                json.dumps(e.cite),
+            )
+            for e in changed
+        ],
+    )
+    conn.executemany(  # the FTS row shares the entry's rowid: deletes never scan the FTS table
+        "INSERT INTO tree_index_fts(rowid, tree, id, body)"
+        " SELECT rowid, tree, id, ? FROM tree_index WHERE tree = ? AND id = ?",
+        [(e.body, tree, e.id) for e in changed],
+    )
+    # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
+    # `TreeIndex.vectors` reuses it by text, then drops it
+    texts = {h[0] for h in hashes.values()}
+    dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
+    conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
+    sig = signature(conn, tree)
+    if sig is None:
+        conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
+    else:
+        conn.execute(
+            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated) VALUES (?, ?, ?, ?)",
+            (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds")),
+        )
+    return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
+
+
+def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
+    """Forget a tree's index (its tree is gone)."""
+    for table in ("tree_index", "tree_index_fts", "tree_index_vec", "tree_index_state"):
+        conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
+
+
+@dataclass(slots=True)
+class IndexRow:
+    id: str
+    node: str
+    parent: str | None
+    leaf: bool
+    order: int
+    text: str
+    context: str
+    hash: str  # of the text indexed and embedded (context + text)
+    cite: dict[str, Any] = field(default_factory=dict)
+
+
+class TreeIndex:
+    """The index of one tree in a store: current (synced when the tree changed), searchable.
+
+    index = TreeIndex(store, "docs")
+    lexical, dense = index.search("Who approved the budget?", embedder)
+    """
+
+    def __init__(self, store: IndexStore, tree: str) -> None:
+        self.store = store
+        self.tree = tree
+        self.last_sync: SyncReport | None = None
+        self._rows: list[IndexRow] | None = None
+        self._vectors: tuple[str, np.ndarray] | None = None
+        self.ensure()
+
+    def ensure(self) -> bool:
+        """Re-sync when the tree changed since it was indexed (or was saved before the index existed)."""
+
+        def stale(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT signature FROM tree_index_state WHERE tree = ?", (self.tree,)
+            ).fetchone()
+            return row is None or row[0] != signature(conn, self.tree)
+
+        if not self.store.read(stale):
+            return False
+        self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
+        self._rows = None
+        self._vectors = None
+        return True
+
+    @property
+    def rows(self) -> list[IndexRow]:
+        if self._rows is None:
+            rows = self.store.read(
+                lambda c: c.execute(
+                    "SELECT id, node, parent, leaf, ord, text, context, body_hash, cite_json FROM tree_index"
+                    " WHERE tree = ? ORDER BY leaf DESC, ord, rowid",
+                    (self.tree,),
+                ).fetchall()
+            )
+            self._rows = [
+                IndexRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8])) for r in rows
+            ]
+        return self._rows
+
+    def lexical(self, question: str, limit: int = 5000) -> dict[str, float]:
+        """BM25 (higher is better) of every entry sharing a content word with the question."""
+        terms = query_terms(question, stopwords=STOPWORDS)
+        if not terms:
+            return {}
+        sql = (
+            "SELECT id, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ? AND tree = ?"
+            " ORDER BY bm25(tree_index_fts) LIMIT ?"
+        )
+        try:
+            rows = self.store.read(
+                lambda c: c.execute(sql, (match_expression(terms), self.tree, limit)).fetchall()
+            )
+        except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
+            raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
+        return {str(r[0]): -float(r[1]) for r in rows}
+
+    def vectors(
+        self, embedder: Embedder, *, max_seconds: float | None = None
+    ) -> tuple[list[str], np.ndarray] | None:
+        """Every entry's vector for `embedder`, embedding (and storing) the ones missing or stale.
+
+        `max_seconds`: when embedding what is missing would take longer (timed on a first batch,
+        which is kept), return None instead; the caller scores its best candidates densely instead.
+        """
+        import numpy as np
+
+        rows = self.rows
+        if self._vectors is not None and self._vectors[0] == embedder.id:
+            return [r.id for r in rows], self._vectors[1]
+        stored = self.store.read(
+            lambda c: c.execute(
+                "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
+                (self.tree, embedder.id),
+            ).fetchall()
+        )
+        have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
+        by_text = {h: vec for h, vec in have.values()}  # the same text is never embedded twice
+        reused = []
+        for r in rows:
+            if (r.id not in have or have[r.id][0] != r.hash) and r.hash in by_text:
+                have[r.id] = (r.hash, by_text[r.hash])
+                reused.append(r)
+        missing = [r for r in rows if r.id not in have or have[r.id][0] != r.hash]
+        orphans = len({i for i, _, _ in stored} - {r.id for r in rows})
+        if missing and max_seconds is not None and len(missing) > PROBE:
+            started = time.perf_counter()
+            probe = embed_rows(embedder, missing[:PROBE])
+            per_text = (time.perf_counter() - started) / PROBE
+            self._store_vectors(embedder, missing[:PROBE], probe)
+            if per_text * (len(missing) - PROBE) > max_seconds:
+                return None
+            return self.vectors(embedder)
+        if missing or reused or orphans:
+            fresh = embed_rows(embedder, missing)
+
+            def save(c: sqlite3.Connection) -> None:
+                c.executemany(
+                    "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (self.tree, r.id, embedder.id, r.hash, v.tobytes())
+                        for r, v in zip(missing, fresh, strict=True)
+                    ]
+                    + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
+                )
+                c.execute(  # vectors kept only for reuse by text: their entries are gone
+                    "DELETE FROM tree_index_vec WHERE tree = ? AND id NOT IN (SELECT id FROM tree_index WHERE tree = ?)",
+                    (self.tree, self.tree),
+                )
+
+            self.store.write(save)
+            for r, v in zip(missing, fresh, strict=True):
+                have[r.id] = (r.hash, v.tobytes())
+        matrix = (
+            np.frombuffer(b"".join(have[r.id][1] for r in rows), dtype=np.float32).reshape(
+                len(rows), embedder.dim
+            )
+            if rows
+            else np.zeros((0, embedder.dim), dtype=np.float32)
+        )
+        self._vectors = (embedder.id, matrix)
+        return [r.id for r in rows], matrix
+
+    def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
+        self.store.write(
+            lambda c: c.executemany(
+                "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (self.tree, r.id, embedder.id, r.hash, v.tobytes())
+                    for r, v in zip(rows, vecs, strict=True)
+                ],
+            )
+        )
+
+    def dense(
+        self,
+        question: str,
+        embedder: Embedder,
+        *,
+        candidates: Sequence[str] = (),
+        max_seconds: float | None = None,
+    ) -> dict[str, float]:
+        """Cosine of every entry with the question; when embedding the whole index would take more than
+        `max_seconds`, of the `candidates` only (their vectors are embedded now and kept)."""
+        import numpy as np
+
+        got = self.vectors(embedder, max_seconds=max_seconds)
+        query = embedder.embed([question])[0]
+        if got is not None:
+            ids, matrix = got
+            return {i: float(s) for i, s in zip(ids, matrix @ query, strict=True)} if ids else {}
+        wanted = set(candidates)
+        rows = [r for r in self.rows if r.id in wanted]
+        stored = {
+            i: (h, v)
+            for i, h, v in self.store.read(
+                lambda c: c.execute(
+                    "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
+                    (self.tree, embedder.id),
+                ).fetchall()
+            )
+            if i in wanted
+        }
+        missing = [r for r in rows if r.id not in stored or stored[r.id][0] != r.hash]
+        if missing:
+            fresh = embed_rows(embedder, missing)
+            self._store_vectors(embedder, missing, fresh)
+            for r, v in zip(missing, fresh, strict=True):
+                stored[r.id] = (r.hash, v.tobytes())
+        out = {}
+        for r in rows:
+            vec = np.frombuffer(stored[r.id][1], dtype=np.float32)
+            out[r.id] = float(vec @ query)
+        return out
+
+
+def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:
+    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
+    import numpy as np
+
+    texts = [(f"{r.context}\n{r.text}" if r.context else r.text)[:EMBED_CHARS] for r in rows]
+    parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)

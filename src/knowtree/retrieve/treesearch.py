@@ -1,0 +1,196 @@
+"""Question → scored, packed, cited evidence from a tree's index, without a model.
+
+    index = TreeIndex(store, "docs")
+    ranking = rank_tree(index, "Who approved the budget?", embedder=get_embedder())
+    evidence = pack_evidence(index, ranking, budget_tokens=1024)   # document order, with citations
+
+`rank_tree` scores every entry (pieces, leaves, sections: one pool), lets pieces borrow from their
+ancestors (`treescore`), and keeps the per-node prior for navigators that want to start from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from knowtree.retrieve.treescore import (
+    Group,
+    ScoreParams,
+    TreeShape,
+    leaf_scores,
+    own_scores,
+    pack,
+    priors,
+    rank,
+)
+from knowtree.types import Citation
+
+if TYPE_CHECKING:
+    from knowtree.retrieve.embed import Embedder
+    from knowtree.retrieve.treeindex import IndexStore, TreeIndex
+
+# measured on the dev sets with the default embedder (benchmarks/RESULTS.md, "Tree as an index"):
+# a conversation's turns lean on their session and neighbourhood (path smoothing: +0.07 any-evidence
+# hit within 1,024 tokens on LoCoMo); document pieces gain nothing from it (HotpotQA, FinanceBench) but
+# from covering more places (repeat decay: +0.06 on FinanceBench pages, +0.06 on HotpotQA all-hit)
+DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.9, parent_weight=0.0, decay=0.5, repeat_decay=0.5)
+CONVERSATION_PARAMS = ScoreParams(lexical_weight=0.8, parent_weight=0.8, decay=0.7)
+DENSE_SECONDS = 120.0  # embed a whole index only when it takes at most this long (measured on 64)
+DENSE_CANDIDATES = 48  # otherwise score this many lexical candidates (and their ancestors) densely
+
+
+def default_params(kind: str) -> ScoreParams:
+    return CONVERSATION_PARAMS if kind == "conversation" else DOCUMENT_PARAMS
+
+
+class Evidence(BaseModel):
+    """One packed evidence item: neighbouring pieces of one leaf (or of consecutive leaves), merged."""
+
+    text: str
+    score: float
+    node_id: str  # the leaf the (first) piece comes from
+    path: list[str] = Field(default_factory=list)  # node ids from the root down to that leaf
+    citation: Citation
+    pieces: list[str] = Field(default_factory=list)  # index entry ids, in document order
+    tokens: int = 0
+
+
+@dataclass(slots=True)
+class Ranking:
+    """Pieces best first with their scores; `prior` is every inner node's score (for navigators)."""
+
+    pieces: list[str]
+    scores: dict[str, float]
+    prior: dict[str, float] = field(default_factory=dict)
+    own: dict[str, float] = field(default_factory=dict)
+
+
+def shape_of(index: TreeIndex) -> TreeShape:
+    rows = index.rows
+    return TreeShape(
+        parent={r.id: r.parent for r in rows},
+        leaves=[r.id for r in rows if r.leaf],  # rows come in document order
+    )
+
+
+def rank_tree(
+    index: TreeIndex,
+    question: str,
+    *,
+    embedder: Embedder | None = None,
+    params: ScoreParams | None = None,
+    shape: TreeShape | None = None,
+) -> Ranking:
+    """Score every entry for `question` (BM25 + dense when an embedder is given) and rank the pieces."""
+    params = params or DOCUMENT_PARAMS
+    shape = shape or shape_of(index)
+    ids = [r.id for r in index.rows]
+    lexical = index.lexical(question)
+    dense: dict[str, float] = {}
+    if embedder is not None:  # a slow embedder on a large index: the best lexical pieces and their nodes
+        best = sorted(lexical, key=lambda i: -lexical[i])[:DENSE_CANDIDATES]
+        near = {a for i in best for a in shape.ancestors(i)}
+        dense = index.dense(question, embedder, candidates=[*best, *near], max_seconds=DENSE_SECONDS)
+    own = own_scores(lexical, dense, ids, params.lexical_weight)
+    scores = leaf_scores(shape, own, params)
+    group = {r.id: r.node for r in index.rows if r.leaf} if params.repeat_decay < 1.0 else None
+    ranked = rank(scores, shape, group=group, repeat_decay=params.repeat_decay)
+    return Ranking(ranked, scores, priors(shape, own, params), own)
+
+
+def pack_evidence(
+    index: TreeIndex, ranking: Ranking, budget_tokens: int, *, shape: TreeShape | None = None
+) -> list[Evidence]:
+    """The best pieces that fit `budget_tokens`, neighbours merged, in document order, with citations."""
+    shape = shape or shape_of(index)
+    rows = {r.id: r for r in index.rows}
+    tokens = {r.id: max(1, (len(r.text) + 3) // 4) for r in rows.values() if r.leaf}
+    groups = []
+    for g in pack(ranking.pieces, tokens, budget_tokens, shape, ranking.scores):
+        run = [g.leaves[0]]
+        for p in g.leaves[1:]:  # one item never spans two files
+            if rows[p].cite.get("file") != rows[run[-1]].cite.get("file"):
+                groups.append(
+                    Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run))
+                )
+                run = []
+            run.append(p)
+        groups.append(Group(run, max(ranking.scores.get(x, 0.0) for x in run), sum(tokens[x] for x in run)))
+    out = []
+    for g in groups:
+        first, last = rows[g.leaves[0]], rows[g.leaves[-1]]
+        cite = first.cite
+        path = [a for a in reversed(shape.ancestors(first.node)) if a != first.id]
+        citation = Citation(
+            file=str(cite.get("file", "")),
+            line_start=int(cite.get("line_start", 0)),
+            line_end=int(last.cite.get("line_end", cite.get("line_end", 0))),
+            node_id=first.node,
+            page_start=cite.get("page_start"),
+            page_end=last.cite.get("page_end", cite.get("page_end")),
+            timestamp=cite.get("timestamp"),
+        )
+        out.append(
+            Evidence(
+                text=_join(rows[p].text for p in g.leaves),
+                score=round(g.score, 6),
+                node_id=first.node,
+                path=[*path, first.node],
+                citation=citation,
+                pieces=list(g.leaves),
+                tokens=g.tokens,
+            )
+        )
+    return out
+
+
+def resolve_embedder(embedder: Embedder | str | None) -> Embedder | None:
+    """An embedder from a name ("default": the project's default; "hash": the test fake), or None
+    for BM25 only. The default falls back to BM25 only when the embedding extra is not installed."""
+    if embedder is None or not isinstance(embedder, str):
+        return embedder
+    from knowtree.errors import ConfigError
+    from knowtree.retrieve.embed import get_embedder
+
+    if embedder == "default":
+        try:
+            return get_embedder()
+        except ConfigError:  # no embedding extra: lexical retrieval still works
+            return None
+    return get_embedder(embedder)
+
+
+def retrieve_evidence(
+    store: IndexStore,
+    tree: str,
+    question: str,
+    budget_tokens: int = 1024,
+    *,
+    kind: str = "document",
+    embedder: Embedder | str | None = "default",
+    params: ScoreParams | None = None,
+) -> list[Evidence]:
+    """`Tree.retrieve` and `Memory.context` in one: the tree's index (synced if stale), ranked, packed."""
+    from knowtree.retrieve.treeindex import TreeIndex
+
+    index = TreeIndex(store, tree)
+    shape = shape_of(index)
+    ranking = rank_tree(
+        index,
+        question,
+        embedder=resolve_embedder(embedder),
+        params=params or default_params(kind),
+        shape=shape,
+    )
+    return pack_evidence(index, ranking, budget_tokens, shape=shape)
+
+
+def _join(texts: Iterable[str]) -> str:
+    """Neighbouring pieces as one text: a piece that does not end a line is followed by a newline."""
+    out = ""
+    for t in texts:
+        out += t if not out or out[-1].isspace() else "\n" + t
+    return out

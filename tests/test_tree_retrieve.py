@@ -1,0 +1,343 @@
+"""The tree as an index: contextual entries, scoring and roll-up, packing, incremental re-indexing,
+`Tree.retrieve`, `Memory.context`, `--mode retrieve` / `--no-answer`, and the eval method `tree`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import CORPUS, write_corpus
+from knowtree.cli import app
+from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.pipeline import KnowTree
+from knowtree.retrieve.context import split_pieces, tree_entries
+from knowtree.retrieve.embed import HashEmbedder
+from knowtree.retrieve.treeindex import TreeIndex
+from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
+from knowtree.types import Node, NodeKind, NodeMeta, Span
+
+
+def _no_model(request: Any) -> Any:
+    raise AssertionError(f"no model call expected, got {request.schema_name}")
+
+
+# -- scoring -------------------------------------------------------------------------------------
+
+
+def _shape() -> TreeShape:
+    #        root
+    #      /      \
+    #     A        B
+    #   a1 a2 a3   b1 b2
+    parent = {"A": "root", "B": "root", "root": None}
+    leaves = ["a1", "a2", "a3", "b1", "b2"]
+    parent.update({leaf: leaf[0].upper() for leaf in leaves})
+    return TreeShape(parent=parent, leaves=leaves)
+
+
+def test_rollup_is_sum_over_sqrt_n_plus_one() -> None:
+    own = {"a1": 0.5, "a2": 0.5, "a3": 0.5, "b1": 0.9, "b2": 0.0}
+    r = rollup(_shape(), own)
+    assert r["A"] == pytest.approx(1.5 / math.sqrt(4))
+    assert r["B"] == pytest.approx(0.9 / math.sqrt(3))
+    assert r["root"] == pytest.approx(2.4 / math.sqrt(6))
+
+
+def test_a_leaf_borrows_from_its_branch_and_ties_keep_document_order() -> None:
+    shape = _shape()
+    own = {"a1": 0.4, "a2": 0.6, "a3": 0.6, "b1": 0.45, "b2": 0.0}
+    flat = leaf_scores(shape, own, ScoreParams(parent_weight=0.0))
+    assert rank(flat, shape)[:3] == ["a2", "a3", "b1"]
+    smoothed = leaf_scores(shape, own, ScoreParams(parent_weight=0.5, inner_entries=False))
+    # branch A holds three matching leaves: a1 overtakes the lone b1
+    assert smoothed["a1"] > smoothed["b1"]
+    assert rank(smoothed, shape)[:3] == ["a2", "a3", "a1"]
+
+
+def test_pack_respects_the_budget_merges_neighbours_in_document_order() -> None:
+    shape = _shape()
+    scores = {"b1": 0.9, "a2": 0.8, "a1": 0.7, "b2": 0.6, "a3": 0.5}
+    tokens = {leaf: 10 for leaf in shape.leaves}
+    groups = pack(rank(scores, shape), tokens, 35, shape, scores)
+    assert [g.leaves for g in groups] == [["a1", "a2"], ["b1"]]  # b2 would pass 35 tokens
+    assert sum(g.tokens for g in groups) <= 35
+    assert groups[0].score == 0.8
+    assert pack(rank(scores, shape), tokens, 5, shape, scores) == []
+
+
+# -- entries ---------------------------------------------------------------------------------------
+
+
+def test_pieces_cover_the_text_within_the_size() -> None:
+    text = "Line one is short.\n" + "A sentence that goes on. " * 40 + "\nLast line.\n"
+    pieces = split_pieces(text, 120)
+    assert all(len(p) <= 240 for _, p in pieces)
+    assert "".join(p for _, p in pieces).replace(" ", "") == text.replace(" ", "")
+    assert all(text[o : o + len(p)] == p for o, p in pieces)
+
+
+def _section_tree() -> tuple[dict[str, Node], str]:
+    span = Span(file="report.pdf", start=0, end=10, line_start=1, line_end=3, page_start=4, page_end=5)
+    leaf = Node(
+        id="leaf1",
+        kind=NodeKind.LEAF,
+        level=0,
+        meta=NodeMeta(title="Cash flows"),
+        text="Purchases of property and equipment 1,577\nDepreciation 1,488\n",
+        spans=[span],
+    )
+    section = Node(
+        id="sec1",
+        kind=NodeKind.BRANCH,
+        level=1,
+        meta=NodeMeta(title="Financial statements", summary="The audited statements of 2018."),
+        children=["leaf1"],
+        spans=[span],
+    )
+    root = Node(
+        id="root", kind=NodeKind.ROOT, level=2, meta=NodeMeta(title="3M 2018 10-K"), children=["sec1"]
+    )
+    return {"leaf1": leaf, "sec1": section, "root": root}, "root"
+
+
+def test_a_piece_is_indexed_with_its_breadcrumb_pages_and_ancestor_summary() -> None:
+    nodes, root = _section_tree()
+    entries = {e.id: e for e in tree_entries(nodes, root)}
+    piece = entries["leaf1:0"]
+    assert piece.leaf and piece.parent == "sec1"  # a one-piece leaf: the piece takes its place
+    assert "3M 2018 10-K > Financial statements > Cash flows" in piece.context
+    assert "pages 4-5" in piece.context and "audited statements" in piece.context
+    assert piece.cite["page_start"] == 4 and piece.cite["line_start"] == 1
+    assert entries["sec1"].parent == "root" and not entries["sec1"].leaf
+
+
+# -- the index in the store ---------------------------------------------------------------------------
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.embedded += len(texts)
+        return super().embed(texts)
+
+
+def _rows(kt: KnowTree, tree: str) -> dict[str, tuple[int, str, str]]:
+    rows = kt.store.read(
+        lambda c: c.execute(
+            "SELECT id, rowid, hash, body_hash FROM tree_index WHERE tree = ?", (tree,)
+        ).fetchall()
+    )
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        before = _rows(kt, "t")
+        assert before
+        emb = CountingEmbedder()
+        TreeIndex(kt.store, "t").vectors(emb)
+        assert emb.embedded == len(before)
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        kt.build(paths, tree="t")
+        after = _rows(kt, "t")
+        # a row whose text did not change keeps its rowid (and FTS row); only new text is indexed
+        kept = [i for i in after if i in before and after[i][0] == before[i][0]]
+        new_text = {after[i][2] for i in after} - {before[i][2] for i in before}
+        assert kept and new_text
+        rewritten = {i for i in after if i not in before or after[i][2] != before[i][2]}
+        assert set(after) - set(kept) == rewritten  # new node ids or new text, nothing else
+        emb.embedded = 0
+        TreeIndex(kt.store, "t").vectors(emb)
+        assert emb.embedded == len(new_text)  # only text that changed is embedded again
+        hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
+    assert "Porto" in hits[0].text or any("Porto" in h.text for h in hits)
+
+
+def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        report = kt.build(paths, tree="t")
+        assert report.usage.calls == 0  # the zero-call chunk tree
+        evidence = kt.tree("t").retrieve(
+            "Who approved the marketing budget?", budget_tokens=80, embedder="hash"
+        )
+    assert evidence and sum(e.tokens for e in evidence) <= 80
+    best = max(evidence, key=lambda e: e.score)
+    assert "Alice Chen approved" in best.text
+    assert (
+        best.citation.file.endswith("budget.md") and best.citation.line_start <= 4 <= best.citation.line_end
+    )
+    assert best.path[-1] == best.node_id
+
+
+# -- memories -------------------------------------------------------------------------------------
+
+
+def test_memory_context_without_a_model_uses_the_index(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        stamp = "10:00 am on 1 May, 2023"
+        mem.add(
+            [
+                {
+                    "role": "user",
+                    "name": "Ann",
+                    "content": f"Note {i} about the garden plans.",
+                    "timestamp": stamp,
+                }
+                for i in range(12)
+            ]
+            + [
+                {
+                    "role": "user",
+                    "name": "Ann",
+                    "content": "My sister Beth moved to Lisbon.",
+                    "timestamp": stamp,
+                }
+            ]
+        )
+        ctx = mem.context("Where did Beth move?", budget_tokens=30, use_model=False)
+        evidence = kt.tree("chat").retrieve("Where did Beth move?", budget_tokens=30, embedder="hash")
+        answer = kt.tree("chat").ask("Where did Beth move?", mode="retrieve", budget_tokens=60)
+    assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
+    assert answer.citations[0].line_start == 13 and answer.trace[0].outcome.startswith("retrieve:")
+    assert any("Lisbon" in str(m["content"]) for m in ctx)
+    assert [m["position"] for m in ctx] == sorted(m["position"] for m in ctx)
+    assert all(m["via"] == "index" and "score" in m for m in ctx)
+    assert any("Lisbon" in e.text and e.citation.line_start == 13 for e in evidence)  # message 13
+
+
+# -- the command line --------------------------------------------------------------------------------
+
+
+def test_ask_mode_retrieve_and_no_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "docs")
+    cli = CliRunner()
+
+    def ok(*args: str) -> str:
+        result = cli.invoke(app, list(args))
+        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+        return result.stdout
+
+    ok(
+        "build",
+        "docs",
+        "--db",
+        "kb.db",
+        "--tree",
+        "t",
+        "--model",
+        "keyword",
+        "--summaries",
+        "none",
+        "--quiet",
+    )
+    q = "Which database did the platform team choose?"
+    shown = ok("ask", "t", q, "--db", "kb.db", "--mode", "retrieve", "--no-answer", "--budget", "60")
+    assert "PostgreSQL" in shown and "database.md" in shown and "score" in shown
+    as_json = json.loads(ok("ask", "t", q, "--db", "kb.db", "--mode", "retrieve", "--no-answer", "--json"))
+    assert as_json[0]["citation"]["file"].endswith(".md")
+    answered = json.loads(
+        ok("ask", "t", q, "--db", "kb.db", "--model", "keyword", "--mode", "retrieve", "--json")
+    )
+    assert answered["status"] == "complete" and "PostgreSQL" in answered["answer"]
+    assert answered["usage"]["calls"] + answered["usage"]["cached"] == 1  # one answer call
+    assert answered["citations"][0]["file"].endswith("database.md")
+    bad = cli.invoke(app, ["ask", "t", q, "--db", "kb.db", "--mode", "walk", "--no-answer"])
+    assert bad.exit_code == 2
+
+
+# -- the eval method ----------------------------------------------------------------------------------
+
+
+def test_eval_method_tree_reports_budget_hits_beside_bm25(tmp_path: Path) -> None:
+    from knowtree.eval.runner import run_eval
+
+    data = tmp_path / "q.jsonl"
+    docs = [{"id": n, "text": t} for n, t in CORPUS.items()]
+    rows = [
+        {
+            "id": "q1",
+            "question": "Who approved the marketing budget?",
+            "documents": docs,
+            "corpus": "c",
+            "evidence": ["budget.md"],
+        },
+        {"id": "q2", "question": "Where did the launch happen?", "corpus": "c", "evidence": ["launch.md"]},
+    ]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    summary = run_eval("jsonl", data, "bm25,tree", tmp_path / "out", embedder="hash", progress=False)
+    tree = summary["methods"]["tree"]
+    assert tree["hit_by_budget"][256] == 1.0 and tree["all_hit_by_budget"][256] == 1.0
+    assert "all_hit_by_budget" in summary["methods"]["bm25"]
+    assert tree["setup_calls"] == {} and tree["llm_calls"] == 0
+
+
+def test_a_slow_embedder_scores_only_the_candidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import knowtree.retrieve.treeindex as treeindex
+
+    monkeypatch.setattr(treeindex, "PROBE", 1)
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        index = TreeIndex(kt.store, "t")
+        first = index.rows[0].id
+        emb = CountingEmbedder()
+        scores = index.dense("budget", emb, candidates=[first], max_seconds=0.0)
+        assert set(scores) == {first} and emb.embedded <= 3  # probe, candidate, question
+        assert set(index.dense("budget", emb)) == {r.id for r in index.rows}  # no limit: every entry
+
+
+def test_a_zero_call_memory_is_retrievable_at_once(tmp_path: Path) -> None:
+    stamp = "10:00 am on 1 May, 2023"
+    msgs = [
+        {"role": "user", "name": "Ann", "content": f"Note {i} about the garden plans.", "timestamp": stamp}
+        for i in range(20)
+    ] + [{"role": "user", "name": "Ann", "content": "My sister Beth moved to Lisbon.", "timestamp": stamp}]
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        report = mem.add(msgs)
+        assert report.usage.calls == 0 and report.fallbacks == 0 and report.nodes > len(msgs)
+        ctx = mem.context("Where did Beth move?", budget_tokens=30, use_model=False)
+        titles = [n.meta.title for n in kt.tree("chat").nodes.values() if not n.is_leaf]
+    assert any("Lisbon" in str(m["content"]) for m in ctx)
+    assert any(t.startswith("messages ") for t in titles)
+
+
+def test_a_pdf_collection_is_retrieved_by_page_with_its_documents_metadata(tmp_path: Path) -> None:
+    from pdf_maker import make_pdf, with_outline
+
+    pdfs = []
+    for name, company, revenue in (("alpha", "Alpha Corp", 5), ("beta", "Beta Inc", 9)):
+        plain = make_pdf(
+            tmp_path / f"{name}-plain.pdf",
+            [[f"{company} annual report"], [f"Revenue was {revenue} million dollars.", "Costs rose."]],
+        )
+        pdfs.append(with_outline(plain, tmp_path / f"{name}.pdf", [("Report", 1, 1), ("Results", 1, 2)]))
+    with KnowTree(
+        tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none", describe=False
+    ) as kt:
+        kt.build([str(pdfs[0])], tree="c", meta={"company": "Alpha"})
+        kt.build([str(pdfs[1])], tree="c", add=True, meta={"company": "Beta"})
+        evidence = kt.tree("c").retrieve("What was Beta's revenue?", budget_tokens=20, embedder="hash")
+        contexts = [r.context for r in TreeIndex(kt.store, "c").rows if r.leaf]
+    best = max(evidence, key=lambda e: e.score)
+    c = best.citation
+    assert c.file.endswith("beta.pdf") and c.page_start is not None and c.page_start <= 2 <= (c.page_end or 0)
+    assert "9 million" in best.text and "report\nRevenue" in best.text  # neighbouring pages merged
+    assert any("company: Beta" in x and "beta.pdf > Report" in x for x in contexts)  # metadata, breadcrumb

@@ -20,6 +20,7 @@ from knowtree.errors import NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, _message, load_chat
 from knowtree.navigate.hybrid import HybridScorer
 from knowtree.navigate.memory import MemoryNavigator, MemoryOptions
+from knowtree.navigate.passages import SINGLE_CHARS, locate
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -254,20 +255,14 @@ class Memory:
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
         prompt. A long message is read in passages: its `content` is then the passages read, joined
         by " … ", and `passages` their [start, end) character ranges in the message.
-        `use_model=False` uses hybrid search alone (no model call)."""
+        `use_model=False` uses the tree as an index alone (no model call)."""
         if not use_model:
             return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
-        if use_model:
-            run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
-            nav.client = self.kt.client(run_id)
-            r = nav.retrieve(question, budget_tokens)
-            self.kt.store.finish_run(run_id, "ok")
-        else:
-            from knowtree.navigate.memory import Retrieval
-
-            r = Retrieval()
-            nav._fill(r, nav.scorer.scores(question), budget_tokens)
+        run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
+        nav.client = self.kt.client(run_id)
+        r = nav.retrieve(question, budget_tokens)
+        self.kt.store.finish_run(run_id, "ok")
         self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
         out = []
         for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1]):
@@ -290,11 +285,24 @@ class Memory:
             self.kt.store, self.name, question, budget_tokens, kind=KIND, embedder=self.embedder
         )
         rows = {int(r["position"]): r for r in self.kt.store.load_messages(self.name)}  # type: ignore[call-overload]
-        out: list[dict[str, Any]] = []
+        found: dict[int, dict[str, Any]] = {}
         for ev in evidence:
             for p in range(ev.citation.line_start, ev.citation.line_end + 1):
-                if p in rows:
-                    out.append({**rows[p], "position": p, "via": "index", "score": ev.score})
+                if p not in rows:
+                    continue
+                row = found.setdefault(p, {**rows[p], "position": p, "via": "index", "score": ev.score})
+                content = str(rows[p].get("content") or "")
+                span = locate(content, ev.text) if len(content) > SINGLE_CHARS else None
+                if span is not None:  # a long message: the passage read, with its place in the message
+                    row.setdefault("passages", []).append({"start": span[0], "end": span[1]})
+        out: list[dict[str, Any]] = []
+        for p in sorted(found):
+            row = found[p]
+            if row.get("passages"):
+                content = str(rows[p].get("content") or "")
+                row["passages"].sort(key=lambda x: x["start"])
+                row["content"] = " … ".join(content[x["start"] : x["end"]] for x in row["passages"])
+            out.append(row)
         return out
 
     async def stream(

@@ -110,6 +110,8 @@ class SQLiteStore:
             for i, child in enumerate(node.children):
                 parents[child] = node.id
                 positions[child] = i
+        from knowtree.retrieve.treeindex import sync_entries
+
         now = _now()
         try:
             with self._tx() as c:
@@ -129,6 +131,10 @@ class SQLiteStore:
                     [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
                 )
                 _insert_nodes(c, name, nodes, parents, positions)
+                # the tree's contextual index, in the same transaction (changed entries only); a
+                # memory's index is brought up to date when it is first searched (TreeIndex.ensure),
+                # so adding messages stays linear
+                sync_entries(c, name)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
@@ -454,9 +460,6 @@ def update_fts(c: sqlite3.Connection, name: str, node: Node) -> None:
         "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
         (fts_body(node), name, node.id),
     )
-    from knowtree.retrieve.treeindex import sync_entries
-
-    sync_entries(c, name)  # the tree's contextual index, in the same transaction (changed entries only)
 
 
 def _node(row: tuple) -> Node:

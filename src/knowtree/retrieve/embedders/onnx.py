@@ -27,6 +27,8 @@ class OnnxSpec:
     max_tokens: int = 256
     output: int = 0  # which model output holds the token states (batch, tokens, dim)
     token_type_ids: bool = True
+    # (RRF c, embedding weight) for BM25 fusion, tuned on dev data (benchmarks/RESULTS.md)
+    fusion: tuple[int, float] = (5, 0.5)
 
 
 class OnnxEmbedder:
@@ -54,6 +56,7 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(spec.max_tokens)
         self._tokenizer.no_padding()
         self.spec = spec
+        self.fusion = spec.fusion
         self.id = f"{spec.name}-{spec.model.requirement}"
         self.dim = spec.dim
 
@@ -118,4 +121,5 @@ MINILM_L3 = OnnxSpec(
     max_tokens=128,
     output=2,
     token_type_ids=False,
+    fusion=(60, 1.0),
 )

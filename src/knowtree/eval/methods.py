@@ -310,7 +310,14 @@ _FACTORIES: dict[str, MethodFactory] = {
     "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
     "hybrid": lambda p: HybridMethod(k=p.k, budget=p.budget, answer=p.answer),
     "tree": lambda p: _tree_method(p),
+    "nav": lambda p: _nav_method(p),
 }
+
+
+def _nav_method(p: MethodParams) -> Method:
+    from knowtree.eval.navmethod import nav_method
+
+    return nav_method(p)
 
 
 def _tree_method(p: MethodParams) -> Method:

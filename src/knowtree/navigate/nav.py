@@ -178,17 +178,32 @@ def judge(
     return grades, step, usage, shown
 
 
-def lift(units: Sequence[Unit], grades: dict[str, float], shape: TreeShape, options: NavOptions) -> dict[str, float]:
+def unit_ancestors(unit: Unit, shape: TreeShape) -> list[str]:
+    """The tree nodes above a unit, nearest first (a leaf cut in pieces is the pieces' parent in the
+    index; a leaf kept whole is its one piece, whose parent is the leaf's parent)."""
+    return [a for a in shape.ancestors(unit.pieces[0]) if a != unit.node]
+
+
+def lift(
+    units: Sequence[Unit],
+    judged: Sequence[Unit],
+    grades: dict[str, float],
+    shape: TreeShape,
+    options: NavOptions,
+) -> dict[str, float]:
     """Round-2 pre-ranking: prior plus the grades of judged units in the same branches (path relevance:
     a node's relevance is the best grade below it, passed down to its other leaves, damped per level)."""
     above: dict[str, float] = {}
-    for node, g in grades.items():
-        for a in shape.ancestors(node):
+    for u in judged:
+        g = grades.get(u.node)
+        if g is None:
+            continue
+        for a in unit_ancestors(u, shape):
             above[a] = max(above.get(a, 0.0), g)
     out: dict[str, float] = {}
     for u in units:
         bonus, w = 0.0, options.neighbour
-        for a in shape.ancestors(u.node):
+        for a in unit_ancestors(u, shape):
             bonus = max(bonus, w * above.get(a, 0.0))
             w *= options.decay
         out[u.node] = u.prior + bonus
@@ -230,7 +245,7 @@ def navigate(
         if not left:
             break
         if level > 1:
-            pre = lift(left, grades, shape, options)
+            pre = lift(left, [u for u in units if u.node in judged], grades, shape, options)
             position = {u.node: i for i, u in enumerate(left)}
             left = sorted(left, key=lambda u: (-pre[u.node], position[u.node]))
         batch = left[: options.candidates]
@@ -283,7 +298,13 @@ def ask_nav(
     from knowtree.navigate.indexed import DEFAULT_BUDGET, evidence_nodes
     from knowtree.navigate.search import Retrieved, SearchOptions, TreeSearch
     from knowtree.retrieve.treeindex import TreeIndex
-    from knowtree.retrieve.treesearch import default_params, pack_evidence, rank_tree, resolve_embedder, shape_of
+    from knowtree.retrieve.treesearch import (
+        default_params,
+        pack_evidence,
+        rank_tree,
+        resolve_embedder,
+        shape_of,
+    )
 
     kt = tree.kt
     budget = budget_tokens or DEFAULT_BUDGET
@@ -312,7 +333,9 @@ def ask_nav(
         if on_step:
             on_step(read)
         nodes = evidence_nodes(tree.nodes, evidence)
-        searcher = TreeSearch(nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step)
+        searcher = TreeSearch(
+            nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step
+        )
         got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
         answer = searcher.answer(question.strip(), got)
         answer.trace = [*nav.steps, read, *answer.trace]

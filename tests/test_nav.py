@@ -175,3 +175,17 @@ def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
     navs = [r for r in records if r["method"] == "nav"]
     assert len(navs) == 2 and all(r["llm_calls"] == 2 and r["round_trips"] == 2 for r in navs)
     assert all(r["prediction"] and r["metrics"]["judge_fallbacks"] == 0 for r in navs)
+
+
+def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> None:
+    kt, index = _setup(tmp_path)
+    with kt:
+        shape = shape_of(index)
+        ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
+        model = FunctionModel(lambda r: {n: "no" for n in _numbers(r)})
+        client = KnowTree(tmp_path / "other.db", model=model).client()
+        options = NavOptions(candidates=1, rounds=2)
+        everything = navigate(index, ranking, QUESTION, client, shape, options, budget_tokens=10_000)
+        small = navigate(index, ranking, QUESTION, client, shape, options, budget_tokens=None)
+    assert everything.calls == 1  # every unit is already read within the budget: no second call
+    assert small.calls == 2

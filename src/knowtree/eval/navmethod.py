@@ -50,7 +50,15 @@ class NavMethod(TreeMethod):
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            nav = navigate(built.index, ranking, case.question, client, built.shape, self.options)
+            nav = navigate(
+                built.index,
+                ranking,
+                case.question,
+                client,
+                built.shape,
+                self.options,
+                budget_tokens=self.budget,
+            )
             evidence = pack_evidence(built.index, nav.ranking, self.budget, shape=built.shape)
             if self.answer:
                 text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))

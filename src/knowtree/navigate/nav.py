@@ -53,7 +53,7 @@ PURPOSE = "nav_judge"
 class NavOptions:
     """How much the model judges and how much its grades count."""
 
-    candidates: int = 8  # units per judge call
+    candidates: int = 6  # units per judge call
     rounds: int = 2  # judge calls per question (each one level of the beam)
     weight: float = 0.5  # share of the grade in a judged piece's score; the rest is the prior
     neighbour: float = 0.5  # how much a judged unit's grade lifts unjudged units of its branch (round 2)
@@ -224,6 +224,21 @@ def combine(ranking: Ranking, units: Sequence[Unit], grades: dict[str, float], w
     return Ranking(pieces, scores, ranking.prior, ranking.own)
 
 
+def within_budget(ranking: Ranking, rows: dict[str, IndexRow], budget_tokens: int) -> set[str]:
+    """The units (leaf nodes) whose pieces `pack` would take first into `budget_tokens`."""
+    used, out = 0, set()
+    for p in ranking.pieces:
+        row = rows.get(p)
+        n = max(1, (len(row.text) + 3) // 4) if row is not None else 1
+        if used + n > budget_tokens:
+            continue
+        used += n
+        out.add(row.node if row is not None else p)
+        if used >= budget_tokens:
+            break
+    return out
+
+
 def navigate(
     index: TreeIndex,
     ranking: Ranking,
@@ -232,8 +247,12 @@ def navigate(
     shape: TreeShape,
     options: NavOptions | None = None,
     on_step: Callable[[NavStep], None] | None = None,
+    budget_tokens: int | None = None,
 ) -> NavResult:
-    """Judge the best units in `options.rounds` calls and return the combined ranking with the trace."""
+    """Judge the best units in `options.rounds` calls and return the combined ranking with the trace.
+
+    With `budget_tokens`, rounds after the first judge only units that the ranking so far leaves
+    out of the budget: the beam spends its calls where a grade can change what is read."""
     options = options or NavOptions()
     rows = {r.id: r for r in index.rows}
     units = units_of(ranking, rows)
@@ -242,6 +261,9 @@ def navigate(
     judged: set[str] = set()
     for level in range(1, options.rounds + 1):
         left = [u for u in units if u.node not in judged]
+        if level > 1 and budget_tokens is not None:
+            inside = within_budget(combine(ranking, units, grades, options.weight), rows, budget_tokens)
+            left = [u for u in left if u.node not in inside]
         if not left:
             break
         if level > 1:
@@ -322,7 +344,7 @@ def ask_nav(
             shape=shape,
         )
         client = kt.client(run_id)
-        nav = navigate(index, ranking, question.strip(), client, shape, options, on_step)
+        nav = navigate(index, ranking, question.strip(), client, shape, options, on_step, budget)
         evidence = pack_evidence(index, nav.ranking, budget, shape=shape)
         read = NavStep(
             action="read",

@@ -54,8 +54,14 @@ def test_judge_grades_reorder_the_prior(tmp_path: Path) -> None:
 
         model = FunctionModel(grade)
         client = KnowTree(tmp_path / "other.db", model=model).client()
-        nav = navigate(index, ranking, QUESTION, client, shape, NavOptions(candidates=3, rounds=1))
-    assert len(model.requests) == 1
+        nav = navigate(
+            index, ranking, QUESTION, client, shape, NavOptions(candidates=3, rounds=1, weight=2.0)
+        )
+        same = navigate(
+            index, ranking, QUESTION, client, shape, NavOptions(candidates=3, rounds=1, weight=0.0)
+        )
+    assert len(model.requests) == 1  # the second navigation was answered by the cache
+    assert same.ranking.pieces == ranking.pieces  # weight 0: the prior alone
     assert rows[nav.ranking.pieces[0]].node == last.node != rows[ranking.pieces[0]].node
     assert nav.grades[last.node] == 1.0 and nav.grades[units[0].node] == 0.0
     judge_step = nav.steps[0]
@@ -189,3 +195,5 @@ def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> N
         small = navigate(index, ranking, QUESTION, client, shape, options, budget_tokens=None)
     assert everything.calls == 1  # every unit is already read within the budget: no second call
     assert small.calls == 2
+    # a judge saying "no" to everything does not discriminate: the prior's order stands
+    assert small.ranking.pieces == ranking.pieces and small.grades and set(small.grades.values()) == {0.0}

@@ -12,10 +12,11 @@ dominates), so the model never picks freely and never sees more than a short lis
 3. Round 2 (the beam moves down and across the tree): the next units, pre-ranked by their prior
    plus the grades of already-judged units in the same branch (a grade propagates to the nodes
    above it and back down to their other leaves, damped per level), are judged in one more call.
-4. Every piece's final score is a calibrated mix: `(1 − weight) · prior + weight · grade` for
-   judged units (prior = the tree score over the best one, grade ∈ {1, 0.5, 0}); an unjudged piece
-   keeps its prior. So a "yes" lifts a piece, a "no" drops it below unjudged ones, and the order
-   of everything the model did not see is the tree's.
+4. Every piece's final score is `prior + weight · (grade − mean grade of its call)` (prior = the
+   tree score over the best one, grade ∈ {1, 0.5, 0}); an unjudged piece keeps its prior. Only the
+   judge's discrimination counts: a "yes" among "no"s lifts a piece, and a judge that answers the
+   same for every candidate leaves the tree's ranking as it was (measured: a judge rejecting
+   everything with an absolute mix cut LoCoMo hit@1024 from 0.85 to 0.31; `bench_nav_oracle.py`).
 5. The ranking is packed into the same token budget as `--mode retrieve` (`pack_evidence`) and one
    answer call reads it, quote-verified (the answer step of tree search).
 
@@ -55,7 +56,7 @@ class NavOptions:
 
     candidates: int = 6  # units per judge call
     rounds: int = 2  # judge calls per question (each one level of the beam)
-    weight: float = 0.5  # share of the grade in a judged piece's score; the rest is the prior
+    weight: float = 0.5  # how far a centred grade moves a judged piece (priors lie in [0, 1])
     neighbour: float = 0.5  # how much a judged unit's grade lifts unjudged units of its branch (round 2)
     decay: float = 0.5  # per level up the tree, for that lift
     snippet_chars: int = 360  # of a unit's best piece shown to the judge
@@ -210,15 +211,24 @@ def lift(
     return out
 
 
-def combine(ranking: Ranking, units: Sequence[Unit], grades: dict[str, float], weight: float) -> Ranking:
-    """The final ranking: judged pieces mix prior and grade, the others keep their prior."""
+def centred(grades: dict[str, float]) -> dict[str, float]:
+    """A batch's grades minus their mean: only the judge's discrimination among the candidates it
+    saw counts, so a judge that says "no" (or "yes") to everything leaves the prior as it was."""
+    if not grades:
+        return {}
+    mean = sum(grades.values()) / len(grades)
+    return {k: g - mean for k, g in grades.items()}
+
+
+def combine(ranking: Ranking, units: Sequence[Unit], shifts: dict[str, float], weight: float) -> Ranking:
+    """The final ranking: prior (the tree score over the best one) + weight · centred grade for
+    judged units; the others keep their prior."""
     scores: dict[str, float] = {}
     best = max((ranking.scores.get(p, 0.0) for p in ranking.pieces), default=0.0) or 1.0
     for u in units:
-        g = grades.get(u.node)
+        shift = weight * shifts.get(u.node, 0.0)
         for p in u.pieces:
-            prior = max(0.0, ranking.scores.get(p, 0.0)) / best
-            scores[p] = prior if g is None else (1.0 - weight) * prior + weight * g
+            scores[p] = max(0.0, ranking.scores.get(p, 0.0)) / best + shift
     position = {p: i for i, p in enumerate(ranking.pieces)}
     pieces = sorted(ranking.pieces, key=lambda p: (-scores.get(p, 0.0), position[p]))
     return Ranking(pieces, scores, ranking.prior, ranking.own)
@@ -258,11 +268,12 @@ def navigate(
     units = units_of(ranking, rows)
     result = NavResult(ranking=ranking)
     grades: dict[str, float] = {}
+    shifts: dict[str, float] = {}
     judged: set[str] = set()
     for level in range(1, options.rounds + 1):
         left = [u for u in units if u.node not in judged]
         if level > 1 and budget_tokens is not None:
-            inside = within_budget(combine(ranking, units, grades, options.weight), rows, budget_tokens)
+            inside = within_budget(combine(ranking, units, shifts, options.weight), rows, budget_tokens)
             left = [u for u in left if u.node not in inside]
         if not left:
             break
@@ -279,6 +290,7 @@ def navigate(
         step.breadcrumb = [f"round {level}"]
         judged.update(u.node for u in batch)
         grades.update(got)
+        shifts.update(centred(got))
         result.calls += 1
         result.fallbacks += int(step.error is not None and not got)
         result.usage.add(usage)
@@ -287,14 +299,14 @@ def navigate(
         if on_step:
             on_step(step)
     result.grades = grades
-    result.ranking = combine(ranking, units, grades, options.weight)
+    result.ranking = combine(ranking, units, shifts, options.weight)
     top = {u.node for u in units[: options.candidates * options.rounds]}
     summary = NavStep(
         action="combine",
         options=result.ranking.pieces[: options.candidates],
         outcome=(
-            f"nav: {len(grades)} unit(s) graded in {result.calls} call(s); final = "
-            f"{1 - options.weight:.2f}·prior + {options.weight:.2f}·grade for judged units, prior elsewhere"
+            f"nav: {len(grades)} unit(s) graded in {result.calls} call(s); final = prior + "
+            f"{options.weight:.2f}·(grade − the mean grade of its call) for judged units, prior elsewhere"
         ),
         reason="; ".join(
             f"{p[:12]} prior {ranking.scores.get(p, 0.0):.3f} → {result.ranking.scores.get(p, 0.0):.3f}"

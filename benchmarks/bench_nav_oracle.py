@@ -34,7 +34,14 @@ def main() -> None:
     ap.add_argument("path")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--budget", type=int, default=1024)
+    ap.add_argument("--candidates", type=int, default=nav.NavOptions().candidates)
+    ap.add_argument("--rounds", type=int, default=nav.NavOptions().rounds)
+    ap.add_argument("--judges", default="oracle,all-no,all-yes")
     args = ap.parse_args()
+    options = nav.NavOptions(candidates=args.candidates, rounds=args.rounds)
+    navmethod.nav_method = lambda p: navmethod.NavMethod(
+        k=p.k, budget=p.budget, answer=p.answer, options=options
+    )
 
     original_run = navmethod.NavMethod.run
 
@@ -70,7 +77,7 @@ def main() -> None:
 
     nav.judge = judge
     rows = {}
-    for name in ("oracle", "all-no", "all-yes"):
+    for name in args.judges.split(","):
         policy["name"] = name
         with tempfile.TemporaryDirectory() as out:
             summary = run_eval(

@@ -197,3 +197,18 @@ def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> N
     assert small.calls == 2
     # a judge saying "no" to everything does not discriminate: the prior's order stands
     assert small.ranking.pieces == ranking.pieces and small.grades and set(small.grades.values()) == {0.0}
+
+
+def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("knowtree.retrieve.treesearch.resolve_embedder", lambda e: None)
+    calls: list[str] = []
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = kt.memory("chat")
+        stamp = "10:00 am on 1 May, 2023"
+        notes = [f"Note {i} about the garden plans." for i in range(12)] + ["My sister Beth moved to Lisbon."]
+        mem.add([{"role": "user", "name": "Ann", "content": c, "timestamp": stamp} for c in notes])
+    with KnowTree(tmp_path / "kb.db", model=_judge_then_keyword(calls)) as kt:  # the question's calls only
+        answer = kt.tree("chat").ask("Where did Beth move?", mode="nav", budget_tokens=40)
+    assert calls[0] == "nav_judge" and len(calls) <= 4
+    assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
+    assert answer.citations and answer.citations[0].line_start == 13  # message 13

@@ -211,6 +211,9 @@ def test_memory_context_without_a_model_uses_the_index(tmp_path: Path) -> None:
         )
         ctx = mem.context("Where did Beth move?", budget_tokens=30, use_model=False)
         evidence = kt.tree("chat").retrieve("Where did Beth move?", budget_tokens=30, embedder="hash")
+        answer = kt.tree("chat").ask("Where did Beth move?", mode="retrieve", budget_tokens=60)
+    assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
+    assert answer.citations[0].line_start == 13 and answer.trace[0].outcome.startswith("retrieve:")
     assert any("Lisbon" in str(m["content"]) for m in ctx)
     assert [m["position"] for m in ctx] == sorted(m["position"] for m in ctx)
     assert all(m["via"] == "index" and "score" in m for m in ctx)
@@ -314,3 +317,27 @@ def test_a_zero_call_memory_is_retrievable_at_once(tmp_path: Path) -> None:
         titles = [n.meta.title for n in kt.tree("chat").nodes.values() if not n.is_leaf]
     assert any("Lisbon" in str(m["content"]) for m in ctx)
     assert any(t.startswith("messages ") for t in titles)
+
+
+def test_a_pdf_collection_is_retrieved_by_page_with_its_documents_metadata(tmp_path: Path) -> None:
+    from pdf_maker import make_pdf, with_outline
+
+    pdfs = []
+    for name, company, revenue in (("alpha", "Alpha Corp", 5), ("beta", "Beta Inc", 9)):
+        plain = make_pdf(
+            tmp_path / f"{name}-plain.pdf",
+            [[f"{company} annual report"], [f"Revenue was {revenue} million dollars.", "Costs rose."]],
+        )
+        pdfs.append(with_outline(plain, tmp_path / f"{name}.pdf", [("Report", 1, 1), ("Results", 1, 2)]))
+    with KnowTree(
+        tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none", describe=False
+    ) as kt:
+        kt.build([str(pdfs[0])], tree="c", meta={"company": "Alpha"})
+        kt.build([str(pdfs[1])], tree="c", add=True, meta={"company": "Beta"})
+        evidence = kt.tree("c").retrieve("What was Beta's revenue?", budget_tokens=20, embedder="hash")
+        contexts = [r.context for r in TreeIndex(kt.store, "c").rows if r.leaf]
+    best = max(evidence, key=lambda e: e.score)
+    c = best.citation
+    assert c.file.endswith("beta.pdf") and c.page_start is not None and c.page_start <= 2 <= (c.page_end or 0)
+    assert "9 million" in best.text and "report\nRevenue" in best.text  # neighbouring pages merged
+    assert any("company: Beta" in x and "beta.pdf > Report" in x for x in contexts)  # metadata, breadcrumb

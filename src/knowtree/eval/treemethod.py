@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treescore import TreeShape
+    from knowtree.store import SQLiteStore
 
 GROUP = 8  # children per inner node when the dataset gives no structure (knowtree's max_children)
 
@@ -174,7 +175,10 @@ def corpus_tree(corpus: Corpus) -> CorpusTree:
 
 
 @dataclass
-class _Built:
+class Built:
+    """One corpus's tree as an index: the in-memory store holding it, and what the metrics need."""
+
+    store: SQLiteStore
     index: TreeIndex
     shape: TreeShape
     piece_passage: dict[str, str]
@@ -191,13 +195,18 @@ class TreeMethod:
     params: ScoreParams | None = None  # None: the measured defaults for the tree's kind
     use_dense: bool = True
     name: str = "tree"
-    _built: dict[str, _Built] = field(default_factory=dict, repr=False)
+    _built: dict[str, Built] = field(default_factory=dict, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
 
-    def prepare(self, ctx: CorpusContext) -> None:
-        self._build(ctx)
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder if self.use_dense else None
 
-    def _build(self, ctx: CorpusContext) -> _Built:
+    def prepare(self, ctx: CorpusContext) -> None:
+        self.built(ctx)
+
+    def built(self, ctx: CorpusContext) -> Built:
+        """The corpus's zero-call tree, its index and the piece → passage map (built once)."""
         if ctx.corpus.id in self._built:
             return self._built[ctx.corpus.id]
         from knowtree.retrieve.treeindex import TreeIndex
@@ -223,25 +232,28 @@ class TreeMethod:
             self._embedder = self._embedder or get_embedder(ctx.embedder)
             index.vectors(self._embedder, max_seconds=DENSE_SECONDS)  # else candidates per question
         rows = [r for r in index.rows if r.leaf]
-        built = _Built(
+        built = Built(
+            store=store,
             index=index,
             shape=shape_of(index),
             piece_passage={r.id: tree.passage_of[r.node] for r in rows},
             piece_tokens={r.id: ctx.tokens(r.text) for r in rows},
             kind=tree.kind,
         )
-        self._built = {ctx.corpus.id: built}  # one corpus at a time: the runner goes corpus by corpus
+        for old in self._built.values():  # one corpus at a time: the runner goes corpus by corpus
+            old.store.close()
+        self._built = {ctx.corpus.id: built}
         return built
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         from knowtree.retrieve.treesearch import default_params, rank_tree
 
         started = time.perf_counter()
-        built = self._build(ctx)
+        built = self.built(ctx)
         ranking = rank_tree(
             built.index,
             case.question,
-            embedder=self._embedder if self.use_dense else None,
+            embedder=self.embedder,
             params=self.params or default_params(built.kind),
             shape=built.shape,
         )

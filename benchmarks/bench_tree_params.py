@@ -1,0 +1,71 @@
+"""Ablations of the `tree` eval method's scoring: BM25 vs dense mix, path smoothing, repeat decay.
+
+    PYTHONPATH=src python benchmarks/bench_tree_params.py KIND [--embedder default|none] PARAMS_JSON...
+
+e.g. `... locomo '{"parent_weight": 0}' '{"parent_weight": 0.8}'`: each JSON object overrides fields of
+the kind's default `ScoreParams` (retrieve/treesearch.py). The zero-call tree and its index are built
+once per corpus; every parameter set ranks the same questions, and prints hit rate ("any gold
+evidence") and all-hit ("every gold passage") within 512 / 1,024 / 2,048 tokens, counted like
+`knowtree eval` does. Data: ../shared/data (never copied into the repo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from knowtree.eval.datasets import load_dataset
+from knowtree.eval.methods import CorpusContext, retrieval_metrics
+from knowtree.eval.treemethod import TreeMethod
+from knowtree.retrieve.treesearch import default_params, rank_tree
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+FILES = {
+    "locomo": "locomo_dev.json",
+    "hotpotqa": "hotpotqa_dev.json",
+    "financebench": "financebench_dev_questions.jsonl",
+    "quality": "quality_dev.jsonl",
+}
+SHOWN = ("hit_b512", "hit_b1024", "hit_b2048", "all_b512", "all_b1024", "all_b2048")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=sorted(FILES))
+    ap.add_argument("params", nargs="*", default=["{}"])
+    ap.add_argument("--embedder", default="default", help='"none": BM25 only')
+    ap.add_argument("--data", default=None)
+    args = ap.parse_args()
+    dense = args.embedder != "none"
+    grid = [json.loads(p) for p in args.params]
+    ds = load_dataset(args.kind, args.data or DATA / FILES[args.kind])
+    sums: list[dict[str, list[float]]] = [{} for _ in grid]
+    started = time.perf_counter()
+    for cid, corpus in ds.corpora.items():
+        ctx = CorpusContext(corpus, embedder=args.embedder if dense else "default")
+        method = TreeMethod(use_dense=dense)
+        method.prepare(ctx)
+        built = method.built(ctx)
+        for case in (c for c in ds.cases if c.corpus == cid):
+            for out, overrides in zip(sums, grid, strict=True):
+                params = dataclasses.replace(default_params(built.kind), **overrides)
+                ranking = rank_tree(
+                    built.index, case.question, embedder=method.embedder, params=params, shape=built.shape
+                )
+                ranked = [built.piece_passage[p] for p in ranking.pieces]
+                lengths = [built.piece_tokens[p] for p in ranking.pieces]
+                metrics = retrieval_metrics(case, ctx, ranked, k=5, budget=2048, lengths=lengths)
+                for key, value in metrics.items():
+                    if value is not None:
+                        out.setdefault(key, []).append(value)
+    for overrides, out in zip(grid, sums, strict=True):
+        shown = " ".join(f"{k}={sum(out[k]) / len(out[k]):.3f}" for k in SHOWN if out.get(k))
+        print(json.dumps(overrides), shown)
+    print(f"{args.kind}, embedder {args.embedder}: {time.perf_counter() - started:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -39,11 +39,11 @@ class NavMethod(TreeMethod):
         from knowtree.retrieve.treesearch import default_params, pack_evidence, rank_tree
 
         started = time.perf_counter()
-        built = self._build(ctx)
+        built = self.built(ctx)
         ranking = rank_tree(
             built.index,
             case.question,
-            embedder=self._embedder if self.use_dense else None,
+            embedder=self.embedder,
             params=self.params or default_params(built.kind),
             shape=built.shape,
         )

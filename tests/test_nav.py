@@ -181,6 +181,8 @@ def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
     navs = [r for r in records if r["method"] == "nav"]
     assert len(navs) == 2 and all(r["llm_calls"] == 2 and r["round_trips"] == 2 for r in navs)
     assert all(r["prediction"] and r["metrics"]["judge_fallbacks"] == 0 for r in navs)
+    judge_only = [r for r in records if r["method"] == "nav-judge"]
+    assert all(r["llm_calls"] == 1 and r["prediction"] is None for r in judge_only)
 
 
 def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> None:

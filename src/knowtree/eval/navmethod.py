@@ -4,8 +4,8 @@ The tree, index, embedder and scoring are `tree`'s (`TreeMethod`), so the two di
 model's judgments. Budget metrics (`hit_b1024`…) are computed on the final ranking exactly as for
 `tree`; with a model given (`answer`), the ranking packed into `budget` tokens is answered in one
 call (the reader every retrieval method shares), so QuALITY accuracy compares with `fulltext`.
-The record counts every model request (judge rounds + answer), sequential round trips and wall
-time; `tokens_read` is what the model read of the corpus: the snippets judged plus the evidence.
+`nav-judge` is the same without the answer call (retrieval only). The record counts every model
+request (judge rounds + answer), sequential round trips and wall time; `tokens_read` is what the model read of the corpus: the snippets judged plus the evidence.
 """
 
 from __future__ import annotations
@@ -79,5 +79,9 @@ class NavMethod(TreeMethod):
         return record
 
 
-def nav_method(p: MethodParams) -> NavMethod:
+def nav_method(p: MethodParams, *, judge_only: bool = False) -> NavMethod:
+    """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
+    ranking alone (its budget hit rates and judge cost, no answer call)."""
+    if judge_only:
+        return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge")
     return NavMethod(k=p.k, budget=p.budget, answer=p.answer)

@@ -214,3 +214,15 @@ def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert calls[0] == "nav_judge" and len(calls) <= 4
     assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
     assert answer.citations and answer.citations[0].line_start == 13  # message 13
+
+
+def test_no_grade_keeps_the_rankings_order_even_where_it_is_not_the_score_order() -> None:
+    from knowtree.navigate.nav import combine
+    from knowtree.retrieve.treesearch import Ranking
+
+    # a second piece of leaf a was ranked after b (repeat decay) although its raw score is higher
+    ranking = Ranking(["a:0", "b:0", "a:1"], {"a:0": 1.0, "b:0": 0.6, "a:1": 0.9})
+    units = [Unit("a", ["a:0", "a:1"], 1.0), Unit("b", ["b:0"], 0.6)]
+    assert combine(ranking, units, {}, 0.5).pieces == ranking.pieces
+    lifted = combine(ranking, units, {"b": 0.5, "a": -0.5}, 0.5)
+    assert lifted.pieces[0] == "b:0"

@@ -220,15 +220,28 @@ def centred(grades: dict[str, float]) -> dict[str, float]:
     return {k: g - mean for k, g in grades.items()}
 
 
-def combine(ranking: Ranking, units: Sequence[Unit], shifts: dict[str, float], weight: float) -> Ranking:
-    """The final ranking: prior (the tree score over the best one) + weight · centred grade for
-    judged units; the others keep their prior."""
-    scores: dict[str, float] = {}
+def monotone_prior(ranking: Ranking) -> dict[str, float]:
+    """Each piece's score over the best one, capped by the score of the piece ranked before it: the
+    ranking's order exactly (it may demote repeated pieces of one leaf below their raw score), on the
+    scale of the scores."""
     best = max((ranking.scores.get(p, 0.0) for p in ranking.pieces), default=0.0) or 1.0
+    out: dict[str, float] = {}
+    cap = 1.0
+    for p in ranking.pieces:
+        cap = min(cap, max(0.0, ranking.scores.get(p, 0.0)) / best)
+        out[p] = cap
+    return out
+
+
+def combine(ranking: Ranking, units: Sequence[Unit], shifts: dict[str, float], weight: float) -> Ranking:
+    """The final ranking: prior (`monotone_prior`) + weight · centred grade for judged units; the
+    others keep their prior (so with no grade the order is the ranking's, exactly)."""
+    prior = monotone_prior(ranking)
+    scores: dict[str, float] = {}
     for u in units:
         shift = weight * shifts.get(u.node, 0.0)
         for p in u.pieces:
-            scores[p] = max(0.0, ranking.scores.get(p, 0.0)) / best + shift
+            scores[p] = prior.get(p, 0.0) + shift
     position = {p: i for i, p in enumerate(ranking.pieces)}
     pieces = sorted(ranking.pieces, key=lambda p: (-scores.get(p, 0.0), position[p]))
     return Ranking(pieces, scores, ranking.prior, ranking.own)

@@ -232,6 +232,7 @@ def ask(
         typer.Option(
             help="walk (navigate with backtracking) | search (one call over the outline) | auto"
             " | retrieve (the tree as an index, then one answer call)"
+            " | nav (the index's scores, the model judging the top few, one answer call)"
         ),
     ] = None,
     no_answer: Annotated[

@@ -428,6 +428,10 @@ class Tree:
         """`mode`: walk | search | auto (default: the `ask_mode` setting); `strategy`: how a collection
         picks documents (auto | describe | metadata | semantic); `budget_tokens`: text tree search reads.
         `mode="retrieve"`: the tree as an index finds the evidence without a model, one call answers."""
+        if mode == "nav":  # score-guided navigation: the tree's scores, a judged beam, one answer call
+            from knowtree.navigate.nav import ask_nav
+
+            return ask_nav(self, question, budget_tokens=budget_tokens, on_step=on_step)
         if mode == "retrieve":  # every tree kind, memories included
             from knowtree.navigate.indexed import answer_from_index
 

@@ -310,7 +310,15 @@ _FACTORIES: dict[str, MethodFactory] = {
     "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
     "hybrid": lambda p: HybridMethod(k=p.k, budget=p.budget, answer=p.answer),
     "tree": lambda p: _tree_method(p),
+    "nav": lambda p: _nav_method(p),
+    "nav-judge": lambda p: _nav_method(p, judge_only=True),
 }
+
+
+def _nav_method(p: MethodParams, *, judge_only: bool = False) -> Method:
+    from knowtree.eval.navmethod import nav_method
+
+    return nav_method(p, judge_only=judge_only)
 
 
 def _tree_method(p: MethodParams) -> Method:

@@ -188,6 +188,15 @@ class KeywordModel(DocumentRoles, FunctionModel):
         share = len(gold & said) / len(gold) if gold else 0.0
         return {"reason": f"{share:.0%} of the gold answer's words", "correct": share >= 0.5}
 
+    def _nav_judge(self, prompt: str, request: Request) -> dict[str, Any]:
+        """`--mode nav`'s judge: "yes" for a candidate sharing half the question's words, "partly" for one."""
+        wanted = _words(prompt.split("Question:", 1)[-1].split("\n", 1)[0])
+        out = {}
+        for number, text in re.findall(r"^\[(\d+)\] (.*)$", prompt, flags=re.M):
+            shared = len(wanted & _words(text))
+            out[number] = "yes" if wanted and shared * 2 >= len(wanted) else "partly" if shared else "no"
+        return out
+
     # -- conversation memories (knowtree.build.conversation, knowtree.navigate.memory/agent) ----
     @staticmethod
     def _message_lines(text: str) -> list[tuple[int, str]]:

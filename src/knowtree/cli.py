@@ -355,6 +355,10 @@ app.command("export")(export_command)
 app.command("import")(import_command)
 app.add_typer(expert_app, name="expert")
 
+from knowtree.cli_kb import kb_app  # noqa: E402 - knowledge bases (AutoKB)
+
+app.add_typer(kb_app, name="kb")
+
 
 def main() -> None:
     try:

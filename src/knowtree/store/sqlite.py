@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -66,6 +67,15 @@ class SQLiteStore:
     def _query(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
         with self._lock:
             return self._conn.execute(sql, args).fetchall()
+
+    # -- public helpers for store modules beside this one (store/kb.py, ...) --------------------
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE ... COMMIT, rolled back on error), under the lock."""
+        return self._tx()
+
+    def fetch(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        """Rows of one read query, under the lock."""
+        return self._query(sql, args)
 
     # -- trees ---------------------------------------------------------------------------------
     def save_tree(

@@ -37,12 +37,24 @@ ISSUES = [
     ("n2", "hissing sound when noise cancelling is on in a quiet room"),
 ]
 DOCS = [
-    {"id": "pairing", "title": "Pairing", "text": "To pair the headphones, hold the power button for 7 seconds until the light flashes blue. "
-     "Then choose the headphones in the Bluetooth menu of your phone. Older Android phones may need the app."},
-    {"id": "battery", "title": "Battery", "text": "A full charge lasts 30 hours. Turn off noise cancelling to save battery. "
-     "If the battery drains while switched off, update the firmware with the app."},
-    {"id": "anc", "title": "Noise cancelling", "text": "A faint hiss in quiet rooms is normal with noise cancelling on. "
-     "Lower the noise cancelling level in the app to reduce the hiss."},
+    {
+        "id": "pairing",
+        "title": "Pairing",
+        "text": "To pair the headphones, hold the power button for 7 seconds until the light flashes blue. "
+        "Then choose the headphones in the Bluetooth menu of your phone. Older Android phones may need the app.",
+    },
+    {
+        "id": "battery",
+        "title": "Battery",
+        "text": "A full charge lasts 30 hours. Turn off noise cancelling to save battery. "
+        "If the battery drains while switched off, update the firmware with the app.",
+    },
+    {
+        "id": "anc",
+        "title": "Noise cancelling",
+        "text": "A faint hiss in quiet rooms is normal with noise cancelling on. "
+        "Lower the noise cancelling level in the app to reduce the hiss.",
+    },
 ]
 ATTRS = """
 domain = "wireless headphones support"
@@ -69,8 +81,15 @@ def write_inputs(tmp: Path, issues: list[tuple[str, str]] = ISSUES) -> dict[str,
     (tmp / "docs.jsonl").write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
     (tmp / "attrs.toml").write_text(ATTRS)
     (tmp / "rules.toml").write_text(RULES)
-    return {k: str(tmp / f) for k, f in
-            (("issues", "issues.jsonl"), ("docs", "docs.jsonl"), ("attributes", "attrs.toml"), ("rules", "rules.toml"))}
+    return {
+        k: str(tmp / f)
+        for k, f in (
+            ("issues", "issues.jsonl"),
+            ("docs", "docs.jsonl"),
+            ("attributes", "attrs.toml"),
+            ("rules", "rules.toml"),
+        )
+    }
 
 
 def build(tmp: Path, model: Any = "keyword", solutions: str = "lazy", **kw: Any) -> tuple[Any, Any]:
@@ -84,10 +103,17 @@ def build(tmp: Path, model: Any = "keyword", solutions: str = "lazy", **kw: Any)
 def test_raw_issues_jsonl_and_csv(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text('{"id": "x", "text": "one"}\n\n"two words"\n')
     issues = load_raw_issues(tmp_path / "a.jsonl")
-    assert [i.text for i in issues] == ["one", "two words"] and issues[0].id == "x" and issues[1].id.startswith("r")
+    assert (
+        [i.text for i in issues] == ["one", "two words"]
+        and issues[0].id == "x"
+        and issues[1].id.startswith("r")
+    )
     (tmp_path / "b.csv").write_text("ticket,Question,date\n7,Screen is dark,2024-01-01\n8,No sound,\n")
     rows = load_raw_issues(tmp_path / "b.csv")
-    assert [(r.id, r.text, r.timestamp) for r in rows] == [("7", "Screen is dark", "2024-01-01"), ("8", "No sound", None)]
+    assert [(r.id, r.text, r.timestamp) for r in rows] == [
+        ("7", "Screen is dark", "2024-01-01"),
+        ("8", "No sound", None),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -109,11 +135,13 @@ def test_bad_raw_issue_files_name_file_and_line(tmp_path: Path, name: str, body:
 def test_attribute_config_toml_yaml_and_errors(tmp_path: Path) -> None:
     (tmp_path / "a.toml").write_text(ATTRS)
     config = load_attributes(tmp_path / "a.toml")
-    assert config.names() == ["platform", "topic"] and config.get("platform").keywords == {"iphone": ["ios", "apple"]}
+    assert config.names() == ["platform", "topic"] and config.get("platform").keywords == {
+        "iphone": ["ios", "apple"]
+    }
     (tmp_path / "a.yaml").write_text("domain: d\nattributes:\n  size: [small, large]\n")
     assert load_attributes(tmp_path / "a.yaml").get("size").values == ["small", "large"]
     for body, why in [
-        ('[attributes.x]\nvalues = []\n', "non-empty"),
+        ("[attributes.x]\nvalues = []\n", "non-empty"),
         ('[attributes.x]\nvalues = ["any"]\n', "reserved"),
         ('domain = "d"\n', "no [attributes]"),
         ('[attributes.x\nvalues = ["a"]\n', "line 1"),
@@ -131,18 +159,20 @@ def test_rules_text_and_toml(tmp_path: Path) -> None:
     rules = load_rules(tmp_path / "r.toml")
     assert rules[0].forbidden == ["open the headphones"] and rules[1].id == "R2"
     (tmp_path / "bad.toml").write_text('[[rules]]\nid = "x"\n')
-    with pytest.raises(InputError, match="bad.toml: rule 1"):
+    with pytest.raises(InputError, match=r"bad\.toml: rule 1"):
         load_rules(tmp_path / "bad.toml")
 
 
 def test_docs_records_and_markdown(tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_text(json.dumps({"doc_id": "Q1", "question": "What is X?", "answer": "X is Y."}) + "\n")
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"doc_id": "Q1", "question": "What is X?", "answer": "X is Y."}) + "\n"
+    )
     (tmp_path / "m.md").write_text("# Setup\nPlug it in.\n## Pairing\nHold the button.\n")
     secs = load_kb_docs([str(tmp_path / "d.jsonl"), str(tmp_path / "m.md")])
     assert secs[0].id == "Q1" and "X is Y." in secs[0].text
     assert any(s.path == ["Setup", "Pairing"] and "Hold the button" in s.text for s in secs)
     (tmp_path / "bad.jsonl").write_text("{}\n")
-    with pytest.raises(InputError, match="bad.jsonl: line 1"):
+    with pytest.raises(InputError, match=r"bad\.jsonl: line 1"):
         load_kb_docs([str(tmp_path / "bad.jsonl")])
 
 
@@ -155,7 +185,9 @@ def test_metadata_schema_is_constrained(tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         model.model_validate({"platform": "windows phone", "topic": "battery"})
     assert keyword_metadata("pairing fails with my Apple phone over bluetooth", config) == {
-        "platform": "iphone", "topic": "bluetooth"}
+        "platform": "iphone",
+        "topic": "bluetooth",
+    }
 
 
 def test_compare_exact_subset_mismatch() -> None:
@@ -163,8 +195,13 @@ def test_compare_exact_subset_mismatch() -> None:
     assert compare(q, dict(q)) == "exact"
     assert compare(q, {"platform": "any", "topic": "bluetooth"}) == "subset"
     assert compare(q, {"platform": "iphone", "topic": "bluetooth"}) == "mismatch"
-    assert compare({"platform": "any", "topic": "bluetooth"}, q) == "narrower"  # the query leaves platform unsaid
-    assert compare({"platform": "android", "topic": "any"}, {"platform": "any", "topic": "battery"}) == "narrower"
+    assert (
+        compare({"platform": "any", "topic": "bluetooth"}, q) == "narrower"
+    )  # the query leaves platform unsaid
+    assert (
+        compare({"platform": "android", "topic": "any"}, {"platform": "any", "topic": "battery"})
+        == "narrower"
+    )
 
 
 def test_agglomerate_merges_only_above_threshold() -> None:
@@ -212,9 +249,27 @@ def test_eager_solutions_cite_verified_chunks(tmp_path: Path) -> None:
 # -- Algorithm 2 ----------------------------------------------------------------------------
 def _tiny_kb() -> tuple[dict[str, KBIssue], KBIndexes]:
     issues = {
-        "p": KBIssue("p", "parent", None, "c", "headphones do not pair", {"platform": "any", "topic": "bluetooth"}),
-        "a": KBIssue("a", "child", "p", "c", "headphones do not pair (android)", {"platform": "android", "topic": "bluetooth"}, 1),
-        "i": KBIssue("i", "child", "p", "c", "headphones do not pair (iphone)", {"platform": "iphone", "topic": "bluetooth"}, 2),
+        "p": KBIssue(
+            "p", "parent", None, "c", "headphones do not pair", {"platform": "any", "topic": "bluetooth"}
+        ),
+        "a": KBIssue(
+            "a",
+            "child",
+            "p",
+            "c",
+            "headphones do not pair (android)",
+            {"platform": "android", "topic": "bluetooth"},
+            1,
+        ),
+        "i": KBIssue(
+            "i",
+            "child",
+            "p",
+            "c",
+            "headphones do not pair (iphone)",
+            {"platform": "iphone", "topic": "bluetooth"},
+            2,
+        ),
         "x": KBIssue("x", "parent", None, "d", "battery drains", {"platform": "any", "topic": "battery"}),
     }
     idx = KBIndexes(":memory:", "t", "hash")
@@ -225,18 +280,26 @@ def _tiny_kb() -> tuple[dict[str, KBIssue], KBIndexes]:
 def test_hybrid_retrieval_match_types() -> None:
     issues, idx = _tiny_kb()
     # exact: the query's metadata equals the parent's
-    got = hybrid_retrieve("headphones do not pair", {"platform": "any", "topic": "bluetooth"}, issues, idx, k=1)
+    got = hybrid_retrieve(
+        "headphones do not pair", {"platform": "any", "topic": "bluetooth"}, issues, idx, k=1
+    )
     assert (got[0].issue.id, got[0].match) == ("p", "exact")
     # subset: the parent is broader; its android child matches exactly
     trace: list[dict] = []
-    got = hybrid_retrieve("headphones do not pair", {"platform": "android", "topic": "bluetooth"}, issues, idx, k=1, trace=trace)
+    got = hybrid_retrieve(
+        "headphones do not pair", {"platform": "android", "topic": "bluetooth"}, issues, idx, k=1, trace=trace
+    )
     assert (got[0].issue.id, got[0].match) == ("a", "child-exact")
     # mismatch on a child: its parent is checked and the sibling matching exactly is taken
-    got = hybrid_retrieve("headphones do not pair (android)", {"platform": "iphone", "topic": "bluetooth"}, issues, idx, k=1)
+    got = hybrid_retrieve(
+        "headphones do not pair (android)", {"platform": "iphone", "topic": "bluetooth"}, issues, idx, k=1
+    )
     assert (got[0].issue.id, got[0].match, got[0].target) == ("i", "sibling-exact", "a")
     # mismatch everywhere: discarded, and the fallback is said in the trace
     trace = []
-    got = hybrid_retrieve("battery drains", {"platform": "any", "topic": "noise cancelling"}, issues, idx, k=1, trace=trace)
+    got = hybrid_retrieve(
+        "battery drains", {"platform": "any", "topic": "noise cancelling"}, issues, idx, k=1, trace=trace
+    )
     assert got[0].match == "semantic" and any(s.get("step") == "fallback" for s in trace)
     assert any("discarded" in s for s in trace)
 
@@ -247,13 +310,18 @@ def test_ask_generates_lazy_solution_once(tmp_path: Path) -> None:
         answer = kt.kb("hp").ask("my headphones won't pair with my iphone over bluetooth")
         assert answer.issue is not None and answer.issue.metadata["topic"] == "bluetooth"
         assert answer.query_metadata == {"platform": "iphone", "topic": "bluetooth"}
-        assert answer.match in ("exact", "child-exact", "sibling-exact") and answer.issue.metadata["platform"] == "iphone"
+        assert (
+            answer.match in ("exact", "child-exact", "sibling-exact")
+            and answer.issue.metadata["platform"] == "iphone"
+        )
         assert answer.status == "ok" and answer.solution and answer.solution["citations"]
         assert "h3" in answer.members
         calls = kt.store.run_usage  # the second ask reads the stored solution
         again = kt.kb("hp").ask("my headphones won't pair with my iphone over bluetooth")
         assert again.solution == answer.solution
-        assert any(s.get("step") == "solution" for s in answer.trace) and not any(s.get("step") == "solution" for s in again.trace)
+        assert any(s.get("step") == "solution" for s in answer.trace) and not any(
+            s.get("step") == "solution" for s in again.trace
+        )
         assert calls
 
 
@@ -273,7 +341,10 @@ def _model_with(solution_reply: Any, violated: list[int] | None = None) -> Funct
 
 
 def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path) -> None:
-    fake = {"solution": "Hold the power button.", "citations": [{"passage": 1, "quote": "press the secret reset pin"}]}
+    fake = {
+        "solution": "Hold the power button.",
+        "citations": [{"passage": 1, "quote": "press the secret reset pin"}],
+    }
     kt, _ = build(tmp_path, model=_model_with(fake), solutions="eager", threshold=0.4)
     with kt:
         row = kt.kb("hp").export()[0]
@@ -282,8 +353,10 @@ def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path)
 
 def test_violation_is_fed_back_and_fixed(tmp_path: Path) -> None:
     bad = {"solution": "Open the headphones and reseat the battery.", "citations": []}
-    good = {"solution": "Hold the power button for 7 seconds until the light flashes blue.",
-            "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}]}
+    good = {
+        "solution": "Hold the power button for 7 seconds until the light flashes blue.",
+        "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
+    }
     model = _model_with([bad, good] * 20)
     kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.4)
     with kt:
@@ -295,7 +368,10 @@ def test_violation_is_fed_back_and_fixed(tmp_path: Path) -> None:
 
 
 def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
-    fake = {"solution": "Hold the power button for 7 seconds.", "citations": [{"passage": 1, "quote": "hold the power button"}]}
+    fake = {
+        "solution": "Hold the power button for 7 seconds.",
+        "citations": [{"passage": 1, "quote": "hold the power button"}],
+    }
     kt, _ = build(tmp_path, model=_model_with(fake, violated=[2]), solutions="eager", threshold=0.4)
     with kt:
         row = kt.kb("hp").export()[0]
@@ -310,9 +386,14 @@ def test_add_issues_join_or_open_clusters_and_docs_mark_stale(tmp_path: Path) ->
         kb = kt.kb("hp")
         kb.ask("headphones battery drains fast")  # a stored (lazy) solution
         (tmp_path / "more.jsonl").write_text(
-            json.dumps({"id": "b3", "text": "the headphones battery drains fast overnight"}) + "\n"
-            + json.dumps({"id": "w1", "text": "Water got into the charging case"}) + "\n"
-            + json.dumps({"id": "h1", "text": "My headphones will not pair over bluetooth with my android phone"}) + "\n"
+            json.dumps({"id": "b3", "text": "the headphones battery drains fast overnight"})
+            + "\n"
+            + json.dumps({"id": "w1", "text": "Water got into the charging case"})
+            + "\n"
+            + json.dumps(
+                {"id": "h1", "text": "My headphones will not pair over bluetooth with my android phone"}
+            )
+            + "\n"
         )
         report = kb.add(issues=str(tmp_path / "more.jsonl"))
         assert (report.raw_issues, report.joined, report.clusters, report.skipped) == (2, 1, 1, 1)
@@ -321,10 +402,21 @@ def test_add_issues_join_or_open_clusters_and_docs_mark_stale(tmp_path: Path) ->
         assert "b3" in battery["members"] and any("w1" in r["members"] for r in rows if r["kind"] == "parent")
         got = kb.ask("battery drains fast overnight", metadata="none", solve=False)
         assert got.issue.id == battery["id"], (got.trace, rows)
-        (tmp_path / "new.jsonl").write_text(json.dumps(
-            {"id": "battery2", "title": "Battery care", "text": "If the headphones battery drains fast, charge them fully once."}) + "\n")
+        (tmp_path / "new.jsonl").write_text(
+            json.dumps(
+                {
+                    "id": "battery2",
+                    "title": "Battery care",
+                    "text": "If the headphones battery drains fast, charge them fully once.",
+                }
+            )
+            + "\n"
+        )
         report = kb.add(docs=[str(tmp_path / "new.jsonl")])
-        assert report.restale == 1 and next(r for r in kb.export() if r["id"] == battery["id"])["status"] == "stale"
+        assert (
+            report.restale == 1
+            and next(r for r in kb.export() if r["id"] == battery["id"])["status"] == "stale"
+        )
 
 
 def test_bad_add_keeps_the_kb(tmp_path: Path) -> None:
@@ -332,7 +424,7 @@ def test_bad_add_keeps_the_kb(tmp_path: Path) -> None:
     with kt:
         before = kt.kb("hp").export()
         (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\nnot json\n')
-        with pytest.raises(InputError, match="bad.jsonl: line 2"):
+        with pytest.raises(InputError, match=r"bad\.jsonl: line 2"):
             kt.kb("hp").add(issues=str(tmp_path / "bad.jsonl"))
         assert kt.kb("hp").export() == before
 
@@ -342,9 +434,28 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
     files = write_inputs(tmp_path)
     db = str(tmp_path / "kb.db")
     base = ["--db", db, "--model", "keyword"]
-    out = runner.invoke(app, ["kb", "build", "hp", "--issues", files["issues"], "--docs", files["docs"],
-                              "--attributes", files["attributes"], "--rules", files["rules"], "--embedder", "hash",
-                              "--threshold", "0.4", "-q", *base])
+    out = runner.invoke(
+        app,
+        [
+            "kb",
+            "build",
+            "hp",
+            "--issues",
+            files["issues"],
+            "--docs",
+            files["docs"],
+            "--attributes",
+            files["attributes"],
+            "--rules",
+            files["rules"],
+            "--embedder",
+            "hash",
+            "--threshold",
+            "0.4",
+            "-q",
+            *base,
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "7 raw issues" in out.output and "model calls" in out.output
     out = runner.invoke(app, ["kb", "ask", "hp", "battery drains fast", "--json", *base])
@@ -356,6 +467,21 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
     out = runner.invoke(app, ["kb", "show", "hp", "--db", db])
     assert out.exit_code == 0 and "●" in out.output and "solution: ok" in out.output
     (tmp_path / "bad.toml").write_text("[attributes]\n")
-    out = runner.invoke(app, ["kb", "build", "hp2", "--issues", files["issues"], "--docs", files["docs"],
-                              "--attributes", str(tmp_path / "bad.toml"), "--rules", files["rules"], *base])
+    out = runner.invoke(
+        app,
+        [
+            "kb",
+            "build",
+            "hp2",
+            "--issues",
+            files["issues"],
+            "--docs",
+            files["docs"],
+            "--attributes",
+            str(tmp_path / "bad.toml"),
+            "--rules",
+            files["rules"],
+            *base,
+        ],
+    )
     assert out.exit_code == 1 and "bad.toml" in out.output

@@ -34,12 +34,20 @@ def _guard(fn: Callable[[], Any]) -> Any:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1 if isinstance(exc, UserError) else 3) from None
     except KeyboardInterrupt:
-        typer.echo("error: interrupted: finished model calls are cached, run the same command again", err=True)
+        typer.echo(
+            "error: interrupted: finished model calls are cached, run the same command again", err=True
+        )
         raise typer.Exit(130) from None
 
 
-def _kt(db: str | None, model: str | None = None, base_url: str | None = None, threads: int | None = None,
-        *, create: bool = True) -> Any:
+def _kt(
+    db: str | None,
+    model: str | None = None,
+    base_url: str | None = None,
+    threads: int | None = None,
+    *,
+    create: bool = True,
+) -> Any:
     from knowtree.pipeline import KnowTree
 
     return KnowTree(db=db, model=model, base_url=base_url, threads=threads, create=create)
@@ -49,12 +57,23 @@ def _kt(db: str | None, model: str | None = None, base_url: str | None = None, t
 def build(
     name: Annotated[str, typer.Argument(help="knowledge base name")],
     issues: Annotated[str, typer.Option("--issues", help="raw issues: JSONL or CSV")],
-    docs: Annotated[list[str], typer.Option("--docs", help="domain documents (repeatable): JSONL records, text, Markdown, PDF, DOCX, HTML")],
+    docs: Annotated[
+        list[str],
+        typer.Option(
+            "--docs", help="domain documents (repeatable): JSONL records, text, Markdown, PDF, DOCX, HTML"
+        ),
+    ],
     attributes: Annotated[str, typer.Option("--attributes", help="attribute configuration (TOML or YAML)")],
     rules: Annotated[str, typer.Option("--rules", help="domain rules (TOML, or text: one rule a line)")],
-    solutions: Annotated[str, typer.Option("--solutions", help="eager | lazy (generated at the first ask)")] = "lazy",
-    context: Annotated[str, typer.Option("--context", help="chunk context: path (no model) | model (one call a chunk)")] = "path",
-    threshold: Annotated[float | None, typer.Option("--threshold", help="cluster similarity threshold [default: 0.45]")] = None,
+    solutions: Annotated[
+        str, typer.Option("--solutions", help="eager | lazy (generated at the first ask)")
+    ] = "lazy",
+    context: Annotated[
+        str, typer.Option("--context", help="chunk context: path (no model) | model (one call a chunk)")
+    ] = "path",
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="cluster similarity threshold [default: 0.45]")
+    ] = None,
     replace: Annotated[bool, typer.Option("--replace", help="rebuild a KB that already exists")] = False,
     db: DbOpt = None,
     model: ModelOpt = None,
@@ -73,8 +92,15 @@ def build(
             options["threshold"] = threshold
         with _kt(db, model, base_url, threads) as kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.kb(name, embedder=embedder).build(
-                issues=issues, docs=docs, attributes=attributes, rules=rules, solutions=solutions, replace=replace,
-                progress=bar.update, on_client=bar.attach, **options,
+                issues=issues,
+                docs=docs,
+                attributes=attributes,
+                rules=rules,
+                solutions=solutions,
+                replace=replace,
+                progress=bar.update,
+                on_client=bar.attach,
+                **options,
             )
         _report(report, as_json)
 
@@ -92,7 +118,9 @@ def _report(report: Any, as_json: bool) -> None:
 def add(
     name: Annotated[str, typer.Argument(help="knowledge base name")],
     issues: Annotated[str | None, typer.Option("--issues", help="new raw issues: JSONL or CSV")] = None,
-    docs: Annotated[list[str] | None, typer.Option("--docs", help="new domain documents (repeatable)")] = None,
+    docs: Annotated[
+        list[str] | None, typer.Option("--docs", help="new domain documents (repeatable)")
+    ] = None,
     db: DbOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -105,7 +133,9 @@ def add(
 
     def go() -> None:
         with _kt(db, model, base_url, threads, create=False) as kt, BuildProgress(enabled=not quiet) as bar:
-            report = kt.kb(name).add(issues=issues, docs=docs or None, progress=bar.update, on_client=bar.attach)
+            report = kt.kb(name).add(
+                issues=issues, docs=docs or None, progress=bar.update, on_client=bar.attach
+            )
         if as_json:
             _report(report, True)
         else:
@@ -125,7 +155,9 @@ def ask(
     query: Annotated[str, typer.Argument(help="the user's issue")],
     k: Annotated[int, typer.Option("--k", help="semantic top-k issues checked by metadata")] = 5,
     metadata: Annotated[str, typer.Option("--metadata", help="model | keywords | none")] = "model",
-    no_solution: Annotated[bool, typer.Option("--no-solution", help="retrieve only; generate no solution")] = False,
+    no_solution: Annotated[
+        bool, typer.Option("--no-solution", help="retrieve only; generate no solution")
+    ] = False,
     trace: Annotated[bool, typer.Option("--trace", help="print the retrieval steps")] = False,
     db: DbOpt = None,
     model: ModelOpt = None,
@@ -147,11 +179,13 @@ def ask(
             typer.echo("no matching issue in the knowledge base")
             return
         meta = ", ".join(f"{a}={v}" for a, v in issue["metadata"].items() if v != "any") or "general"
-        typer.echo(f"issue: {issue['title']}  [{issue['kind']} {issue['id']}, match: {data['match']}, {meta}]")
+        typer.echo(
+            f"issue: {issue['title']}  [{issue['kind']} {issue['id']}, match: {data['match']}, {meta}]"
+        )
         if data["solution"]:
             typer.echo(f"\n{data['solution']}\n")
             for c in data["citations"]:
-                typer.echo(f"  [{c['doc_id']}] \"{c['quote']}\"")
+                typer.echo(f'  [{c["doc_id"]}] "{c["quote"]}"')
             typer.echo(f"status: {data['status']}")
         if trace:
             for step in data["trace"]:
@@ -174,13 +208,19 @@ def show(
         if as_json:
             typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
             return
-        typer.echo(f"{data['name']}: {data['domain']} — {data['raw_issues']} raw issues, {data['chunks']} chunks")
+        typer.echo(
+            f"{data['name']}: {data['domain']} — {data['raw_issues']} raw issues, {data['chunks']} chunks"
+        )
         for theme in data["themes"]:
             typer.echo(f"\n■ {theme['name']} ({len(theme['parents'])} issues)")
             for p in theme["parents"]:
-                typer.echo(f"  ● {p['title']}  [{_meta(p['metadata'])}; {p['cluster_size']} raw; {_status(p)}]")
+                typer.echo(
+                    f"  ● {p['title']}  [{_meta(p['metadata'])}; {p['cluster_size']} raw; {_status(p)}]"
+                )
                 for c in p["children"]:
-                    typer.echo(f"      ○ {c['title']}  [{_meta(c['metadata'])}; {c['raw_issues']} raw; {_status(c)}]")
+                    typer.echo(
+                        f"      ○ {c['title']}  [{_meta(c['metadata'])}; {c['raw_issues']} raw; {_status(c)}]"
+                    )
 
     _guard(go)
 

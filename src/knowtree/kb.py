@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowtree.build.kb.builder import KBContext, KBOptions, KBReport, Progress, add_docs, add_issues, build, solve_one
+from knowtree.build.kb.builder import (
+    KBContext,
+    KBOptions,
+    KBReport,
+    Progress,
+    add_docs,
+    add_issues,
+    build,
+    solve_one,
+)
 from knowtree.errors import InputError, UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,
@@ -122,12 +131,20 @@ class KB:
         self.kt.model  # noqa: B018 - a bad model string fails before anything is stored
         kbstore.create_kb(
             self.kt.store,
-            kbstore.KBRecord(self.name, config.domain, config.to_dict(), [r.__dict__ for r in rule_list], settings,
-                             self.kt.model.id),
+            kbstore.KBRecord(
+                self.name,
+                config.domain,
+                config.to_dict(),
+                [r.__dict__ for r in rule_list],
+                settings,
+                self.kt.model.id,
+            ),
             replace=replace,
         )
         try:
-            return self._run("kb-build", f"{len(raw)} issues", lambda ctx: build(ctx, raw, sections), progress, on_client)
+            return self._run(
+                "kb-build", f"{len(raw)} issues", lambda ctx: build(ctx, raw, sections), progress, on_client
+            )
         except BaseException:
             if not replace:  # a half-built new KB is not worth keeping; rerunning repeats no finished call
                 kbstore.delete_kb(self.kt.store, self.name)
@@ -174,7 +191,11 @@ class KB:
         issues = {i.id: i for i in kbstore.load_issues(self.kt.store, self.name)}
         started = time.monotonic()
         trace: list[dict[str, Any]] = []
-        run_id = self.kt.store.start_run("kb-ask", f"kb:{self.name}", detail=query[:500]) if metadata == "model" or solve else None
+        run_id = (
+            self.kt.store.start_run("kb-ask", f"kb:{self.name}", detail=query[:500])
+            if metadata == "model" or solve
+            else None
+        )
         client = self.kt.client(run_id) if run_id else None
         try:
             if metadata == "none":
@@ -184,11 +205,17 @@ class KB:
                 qmeta = query_metadata(query, config, client if metadata == "model" else None, trace)
             indexes = self.indexes(record.settings.get("embedder"))
             accepted = hybrid_retrieve(query, qmeta, issues, indexes, k=k, trace=trace)
-            answer = KBAnswer(query=query, query_metadata=qmeta, issue=None, match="none", accepted=accepted, trace=trace)
+            answer = KBAnswer(
+                query=query, query_metadata=qmeta, issue=None, match="none", accepted=accepted, trace=trace
+            )
             if accepted:
                 best = accepted[0]
                 answer.issue, answer.match = best.issue, best.match
-                answer.members = [r.id for r in kbstore.load_raw(self.kt.store, self.name) if r.cluster_id == best.issue.cluster_id]
+                answer.members = [
+                    r.id
+                    for r in kbstore.load_raw(self.kt.store, self.name)
+                    if r.cluster_id == best.issue.cluster_id
+                ]
                 issue = best.issue
                 if solve and (issue.solution is None or issue.status == "stale") and client is not None:
                     ctx = self._context(client, None)
@@ -224,19 +251,49 @@ class KB:
                 kids.setdefault(i.parent, []).append(i)
 
         def node(i: kbstore.KBIssue) -> dict[str, Any]:
-            violations = (i.compliance[-1]["violations"] if i.compliance else [])
-            return {"id": i.id, "title": i.title, "metadata": i.metadata, "status": i.status,
-                    "solution": (i.solution or {}).get("text"), "citations": len((i.solution or {}).get("citations", [])),
-                    "violations": violations, "raw_issues": absorbed.get(i.id, 0)}
+            violations = i.compliance[-1]["violations"] if i.compliance else []
+            return {
+                "id": i.id,
+                "title": i.title,
+                "metadata": i.metadata,
+                "status": i.status,
+                "solution": (i.solution or {}).get("text"),
+                "citations": len((i.solution or {}).get("citations", [])),
+                "violations": violations,
+                "raw_issues": absorbed.get(i.id, 0),
+            }
 
         themes = []
         for t in kbstore.load_themes(store, self.name):
-            parents = [i for i in issues if i.kind == "parent" and clusters.get(i.cluster_id) and clusters[i.cluster_id].theme_id == t.id]
-            themes.append({"id": t.id, "name": t.name, "parents": [
-                {**node(p), "cluster_size": size.get(p.cluster_id, 0), "children": [node(c) for c in kids.get(p.id, [])]}
-                for p in parents]})
-        return {"name": self.name, "domain": record.domain, "model": record.model, "raw_issues": len(raw),
-                "chunks": len(kbstore.load_chunks(store, self.name)), "themes": themes}
+            parents = [
+                i
+                for i in issues
+                if i.kind == "parent"
+                and clusters.get(i.cluster_id)
+                and clusters[i.cluster_id].theme_id == t.id
+            ]
+            themes.append(
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "parents": [
+                        {
+                            **node(p),
+                            "cluster_size": size.get(p.cluster_id, 0),
+                            "children": [node(c) for c in kids.get(p.id, [])],
+                        }
+                        for p in parents
+                    ],
+                }
+            )
+        return {
+            "name": self.name,
+            "domain": record.domain,
+            "model": record.model,
+            "raw_issues": len(raw),
+            "chunks": len(kbstore.load_chunks(store, self.name)),
+            "themes": themes,
+        }
 
     def export(self) -> list[dict[str, Any]]:
         """One record per KB issue: id, kind, parent, theme, title, metadata, members (raw issue ids),
@@ -252,10 +309,21 @@ class KB:
                 members = [r.id for r in raw if r.cluster_id == i.cluster_id]
             else:  # its own raw issues, and the parent's unspecific ones (not those of a sibling)
                 members = [r.id for r in raw if r.issue_id in (i.id, i.parent)]
-            out.append({"id": i.id, "kind": i.kind, "parent": i.parent, "theme": names.get(theme_of.get(i.cluster_id) or "", ""),
-                        "title": i.title, "metadata": i.metadata, "members": members,
-                        "solution": (i.solution or {}).get("text"), "citations": (i.solution or {}).get("citations", []),
-                        "status": i.status, "compliance": i.compliance})
+            out.append(
+                {
+                    "id": i.id,
+                    "kind": i.kind,
+                    "parent": i.parent,
+                    "theme": names.get(theme_of.get(i.cluster_id) or "", ""),
+                    "title": i.title,
+                    "metadata": i.metadata,
+                    "members": members,
+                    "solution": (i.solution or {}).get("text"),
+                    "citations": (i.solution or {}).get("citations", []),
+                    "status": i.status,
+                    "compliance": i.compliance,
+                }
+            )
         return out
 
     def delete(self) -> None:

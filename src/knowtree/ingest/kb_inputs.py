@@ -174,7 +174,11 @@ def parse_attributes(data: dict[str, Any], path: str) -> AttributeConfig:
         if not isinstance(spec, dict):
             raise InputError(path, f"attribute {name!r}: expected a table with values = [...]")
         values = spec.get("values")
-        if not isinstance(values, list) or not values or not all(isinstance(v, str) and v.strip() for v in values):
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, str) and v.strip() for v in values)
+        ):
             raise InputError(path, f"attribute {name!r}: values must be a non-empty list of strings")
         values = [v.strip() for v in values]
         if ANY in values:
@@ -212,7 +216,11 @@ def load_rules(path: str | Path) -> list[Rule]:
         for number, item in enumerate(items, start=1):
             if isinstance(item, str):
                 item = {"text": item}
-            if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("text"), str)
+                or not item["text"].strip()
+            ):
                 raise InputError(p, f"rule {number}: needs a non-empty text")
             for key in ("forbidden", "required"):
                 v = item.get(key, [])
@@ -279,8 +287,16 @@ def _records(path: str) -> list[DocSection]:
             section_path = [title]
         if isinstance(r.get("title"), str) and ">" in r["title"]:
             section_path = [p.strip() for p in r["title"].split(">")]
-        full = f"{r['question']}\n{body}" if isinstance(r.get("question"), str) and title != r.get("question") else body
-        out.append(DocSection(id=rid, title=title.strip(), text=full.strip() or title, source=path, path=section_path))
+        full = (
+            f"{r['question']}\n{body}"
+            if isinstance(r.get("question"), str) and title != r.get("question")
+            else body
+        )
+        out.append(
+            DocSection(
+                id=rid, title=title.strip(), text=full.strip() or title, source=path, path=section_path
+            )
+        )
     return out
 
 
@@ -302,7 +318,11 @@ def _structured_sections(paths: list[str]) -> list[DocSection]:
             if body:
                 out.append(
                     DocSection(
-                        id=f"{name}#{i + 1}", title=sec.title, text=body, source=sd.path, path=[t for _, t in stack]
+                        id=f"{name}#{i + 1}",
+                        title=sec.title,
+                        text=body,
+                        source=sd.path,
+                        path=[t for _, t in stack],
                     )
                 )
     return out
@@ -333,7 +353,9 @@ def _read_mapping(path: str) -> dict[str, Any]:
         try:
             import yaml
         except ImportError:
-            raise InputError(path, 'YAML needs PyYAML (pip install pyyaml); or write the file as TOML') from None
+            raise InputError(
+                path, "YAML needs PyYAML (pip install pyyaml); or write the file as TOML"
+            ) from None
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

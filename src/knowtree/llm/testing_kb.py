@@ -45,7 +45,9 @@ class KBRoles:
         issues = re.findall(r"^- (.*)$", prompt.split("Issues", 1)[-1], flags=re.M)
         counts: Counter[str] = Counter()
         for text in issues:
-            counts.update(w.lower() for w in set(_WORD.findall(text)) if w.lower() not in STOPWORDS and len(w) > 3)
+            counts.update(
+                w.lower() for w in set(_WORD.findall(text)) if w.lower() not in STOPWORDS and len(w) > 3
+            )
         top = [w for w, n in counts.most_common(5) if n > 1] or ["general"]
         return {"themes": [f"Issues about {w}" for w in top]}
 
@@ -91,7 +93,10 @@ class KBRoles:
         n, _path, text = max(passages, key=lambda p: (len(wanted & _words(p[2])), -int(p[0])))
         body = text.split("\n\nWrite a solution", 1)[0].strip()
         quote = _first_sentence(body)[:200]
-        return {"solution": f"{quote} See the cited passage.", "citations": [{"passage": int(n), "quote": quote}]}
+        return {
+            "solution": f"{quote} See the cited passage.",
+            "citations": [{"passage": int(n), "quote": quote}],
+        }
 
     def _kb_compliance(self, prompt: str, request: Request) -> dict[str, Any]:
         return {"violated": [], "reason": "no rule is broken"}

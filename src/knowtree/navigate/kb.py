@@ -55,8 +55,15 @@ class KBAnswer:
         issue = None
         if self.issue is not None:
             i = self.issue
-            issue = {"id": i.id, "kind": i.kind, "parent": i.parent, "title": i.title, "metadata": i.metadata,
-                     "cluster": i.cluster_id, "members": len(self.members)}
+            issue = {
+                "id": i.id,
+                "kind": i.kind,
+                "parent": i.parent,
+                "title": i.title,
+                "metadata": i.metadata,
+                "cluster": i.cluster_id,
+                "members": len(self.members),
+            }
         return {
             "query": self.query,
             "query_metadata": self.query_metadata,
@@ -65,8 +72,10 @@ class KBAnswer:
             "solution": (self.solution or {}).get("text"),
             "citations": (self.solution or {}).get("citations", []),
             "status": self.status,
-            "ranked": [{"id": a.issue.id, "match": a.match, "target": a.target, "score": round(a.score, 5)}
-                       for a in self.accepted],
+            "ranked": [
+                {"id": a.issue.id, "match": a.match, "target": a.target, "score": round(a.score, 5)}
+                for a in self.accepted
+            ],
             "trace": self.trace,
         }
 
@@ -81,15 +90,22 @@ def query_metadata(
         trace.append({"step": "metadata", "how": "keywords", "metadata": meta})
         return meta
     model = metadata_model(config, name="QueryMetadata")
-    prompt = render("kb_query_meta", domain=config.domain or "general", attributes=describe(config), query=query)
+    prompt = render(
+        "kb_query_meta", domain=config.domain or "general", attributes=describe(config), query=query
+    )
     try:
         reply = client.structured(
             [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-            model, schema=model.model_json_schema(), purpose="kb_query_meta", max_tokens=40 + 16 * len(config.attributes),
+            model,
+            schema=model.model_json_schema(),
+            purpose="kb_query_meta",
+            max_tokens=40 + 16 * len(config.attributes),
         )
     except ModelOutputError as exc:
         meta = keyword_metadata(query, config)
-        trace.append({"step": "metadata", "how": "keywords (model reply invalid)", "error": str(exc), "metadata": meta})
+        trace.append(
+            {"step": "metadata", "how": "keywords (model reply invalid)", "error": str(exc), "metadata": meta}
+        )
         return meta
     meta = normalize(reply.value.model_dump(), config)
     trace.append({"step": "metadata", "how": "model", "metadata": meta})
@@ -113,7 +129,13 @@ def hybrid_retrieve(
             children.setdefault(i.parent, []).append(i)
     for kids in children.values():
         kids.sort(key=lambda c: c.position)
-    targets = [(pid, s) for pid, s in indexes.issues.search(query, k=k) if pid in issues]
+    targets: list[tuple[str, float]] = []
+    for pid, score in indexes.issues.search(query, k=max(50, 10 * k)):  # passages: titles and members
+        node = pid.split("|", 1)[0]
+        if node in issues and node not in {t for t, _ in targets}:
+            targets.append((node, score))
+        if len(targets) == k:
+            break
     trace.append({"step": "semantic", "top": [{"id": p, "score": round(s, 5)} for p, s in targets]})
     accepted: list[Accepted] = []
     seen: set[str] = set()
@@ -160,8 +182,13 @@ def hybrid_retrieve(
     if not accepted and targets:
         pid, score = targets[0]
         accept(issues[pid], "semantic", pid, score)
-        trace.append({"step": "fallback", "note": "every target was discarded by metadata; best semantic hit returned",
-                      "accepted": pid})
+        trace.append(
+            {
+                "step": "fallback",
+                "note": "every target was discarded by metadata; best semantic hit returned",
+                "accepted": pid,
+            }
+        )
     return accepted
 
 

@@ -15,10 +15,15 @@ from knowtree.retrieve.vectors import VectorIndex
 
 class KBIndexes:
     def __init__(self, path: str, kb: str, embedder: Embedder | str | None = None) -> None:
-        self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(*([embedder] if embedder else []))
+        self.embedder = (
+            embedder if isinstance(embedder, Embedder) else get_embedder(*([embedder] if embedder else []))
+        )
         tag = "kb_" + hashlib.sha256(kb.encode("utf-8")).hexdigest()[:12]
         self._lex = {part: LexicalIndex(path, name=f"{tag}_{part}") for part in ("issues", "chunks")}
-        self._vec = {part: VectorIndex(path, name=f"{tag}_{part}", embedder=self.embedder) for part in ("issues", "chunks")}
+        self._vec = {
+            part: VectorIndex(path, name=f"{tag}_{part}", embedder=self.embedder)
+            for part in ("issues", "chunks")
+        }
         self.issues = HybridIndex(self._lex["issues"], self._vec["issues"])
         self.chunks = HybridIndex(self._lex["chunks"], self._vec["chunks"])
 

@@ -135,7 +135,8 @@ def save_parts(
             [(kb, r.id, r.text, r.timestamp, r.cluster_id, r.issue_id, _now()) for r in raw],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO kb_themes(kb, id, name) VALUES (?, ?, ?)", [(kb, t.id, t.name) for t in themes]
+            "INSERT OR REPLACE INTO kb_themes(kb, id, name) VALUES (?, ?, ?)",
+            [(kb, t.id, t.name) for t in themes],
         )
         c.executemany(
             "INSERT OR REPLACE INTO kb_clusters(kb, id, theme_id, seed_raw_id, centroid, size)"
@@ -171,13 +172,23 @@ def save_parts(
 
 
 def save_solution(
-    store: SQLiteStore, kb: str, issue_id: str, solution: dict[str, Any] | None, status: str,
+    store: SQLiteStore,
+    kb: str,
+    issue_id: str,
+    solution: dict[str, Any] | None,
+    status: str,
     compliance: list[dict[str, Any]],
 ) -> None:
     with store.transaction() as c:
         c.execute(
             "UPDATE kb_issues SET solution_json = ?, status = ?, compliance_json = ? WHERE kb = ? AND id = ?",
-            (json.dumps(solution) if solution is not None else None, status, json.dumps(compliance), kb, issue_id),
+            (
+                json.dumps(solution) if solution is not None else None,
+                status,
+                json.dumps(compliance),
+                kb,
+                issue_id,
+            ),
         )
 
 
@@ -218,13 +229,16 @@ def kb_record(store: SQLiteStore, name: str) -> KBRecord:
 
 def load_raw(store: SQLiteStore, kb: str) -> list[KBRaw]:
     rows = store.fetch(
-        "SELECT id, text, timestamp, cluster_id, issue_id FROM kb_raw_issues WHERE kb = ? ORDER BY rowid", (kb,)
+        "SELECT id, text, timestamp, cluster_id, issue_id FROM kb_raw_issues WHERE kb = ? ORDER BY rowid",
+        (kb,),
     )
     return [KBRaw(*r) for r in rows]
 
 
 def load_themes(store: SQLiteStore, kb: str) -> list[KBTheme]:
-    return [KBTheme(*r) for r in store.fetch("SELECT id, name FROM kb_themes WHERE kb = ? ORDER BY rowid", (kb,))]
+    return [
+        KBTheme(*r) for r in store.fetch("SELECT id, name FROM kb_themes WHERE kb = ? ORDER BY rowid", (kb,))
+    ]
 
 
 def load_clusters(store: SQLiteStore, kb: str) -> list[KBCluster]:
@@ -259,6 +273,7 @@ def load_issues(store: SQLiteStore, kb: str) -> list[KBIssue]:
 
 def load_chunks(store: SQLiteStore, kb: str) -> list[KBChunk]:
     rows = store.fetch(
-        "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ? ORDER BY rowid", (kb,)
+        "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ? ORDER BY rowid",
+        (kb,),
     )
     return [KBChunk(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]

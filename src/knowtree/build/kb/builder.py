@@ -138,7 +138,9 @@ def features(ctx: KBContext, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarr
     return dense, cluster.similarity(dense, lexical, grounding, ctx.options.weights)
 
 
-def make_seeds(kb: str, raw: Sequence[RawIssue], sim: np.ndarray, groups: Sequence[Sequence[int]]) -> list[subtrees.Seed]:
+def make_seeds(
+    kb: str, raw: Sequence[RawIssue], sim: np.ndarray, groups: Sequence[Sequence[int]]
+) -> list[subtrees.Seed]:
     seeds = []
     for group in groups:
         center = cluster.medoid(sim, group)
@@ -161,7 +163,9 @@ def centroid(dense: np.ndarray, group: Sequence[int]) -> bytes:
     return (v / n).astype(np.float32).tobytes()
 
 
-def theme_clusters(ctx: KBContext, seeds: Sequence[subtrees.Seed], existing: Sequence[KBTheme] = ()) -> tuple[list[KBTheme], list[str]]:
+def theme_clusters(
+    ctx: KBContext, seeds: Sequence[subtrees.Seed], existing: Sequence[KBTheme] = ()
+) -> tuple[list[KBTheme], list[str]]:
     """Themes (proposed unless `existing`) and the theme id of every seed."""
     reps = [s.texts[0] for s in seeds]
     if existing:
@@ -174,18 +178,37 @@ def theme_clusters(ctx: KBContext, seeds: Sequence[subtrees.Seed], existing: Seq
     if len(found) == 1:
         return found, [found[0].id] * len(seeds)
     picks = themes.assign_themes(
-        ctx.client, ctx.config.domain, [t.name for t in found], reps, progress=lambda d, t: ctx.step("themes", d, t)
+        ctx.client,
+        ctx.config.domain,
+        [t.name for t in found],
+        reps,
+        progress=lambda d, t: ctx.step("themes", d, t),
     )
     return found, [found[p].id for p in picks]
 
 
-def issue_passages(issues: Sequence[KBIssue], members: dict[str, list[str]]) -> list[Passage]:
-    """What the issue index sees: the issue's title, then the raw issues of its cluster (so a query
-    worded like any member finds it)."""
+def issue_passages(issues: Sequence[KBIssue], members: dict[str, list[tuple[str, str]]]) -> list[Passage]:
+    """What the issue index sees, per issue node: its title, and each raw issue it covers as a passage
+    of its own (`ISSUE|RAW`): the node ranks by its best-matching text (nearest neighbour), so a query
+    worded like any one member finds it, and long clusters do not dilute BM25 as one concatenated
+    text would. A parent covers its whole cluster; a child its own raw issues."""
     out = []
     for issue in issues:
-        texts = members.get(issue.cluster_id, [])
-        out.append(Passage(id=issue.id, text="\n".join([issue.title, *texts]), doc=issue.cluster_id))
+        out.append(Passage(id=issue.id, text=issue.title, doc=issue.id))
+        key = issue.cluster_id if issue.kind == "parent" else issue.id
+        out.extend(
+            Passage(id=f"{issue.id}|{rid}", text=text, doc=issue.id) for rid, text in members.get(key, [])
+        )
+    return out
+
+
+def member_texts(rows: Sequence[KBRaw]) -> dict[str, list[tuple[str, str]]]:
+    """cluster id → its raw issues, and child issue id → the raw issues linked to it."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        out.setdefault(r.cluster_id or "", []).append((r.id, r.text))
+        if r.issue_id and r.issue_id != r.cluster_id:
+            out.setdefault(r.issue_id, []).append((r.id, r.text))
     return out
 
 
@@ -201,25 +224,37 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
     ctx.step("cluster", len(raw), len(raw))
     found_themes, theme_ids = theme_clusters(ctx, seeds)
     issues, links = subtrees.expand_seeds(
-        ctx.client, ctx.name, ctx.config, seeds, batch=ctx.options.subtree_batch,
+        ctx.client,
+        ctx.name,
+        ctx.config,
+        seeds,
+        batch=ctx.options.subtree_batch,
         progress=lambda d, t: ctx.step("subtrees", d, t),
     )
     clusters = [
-        KBCluster(id=s.cluster_id, theme_id=tid, seed_raw_id=s.raw_ids[0], centroid=centroid(dense, g), size=len(g))
+        KBCluster(
+            id=s.cluster_id, theme_id=tid, seed_raw_id=s.raw_ids[0], centroid=centroid(dense, g), size=len(g)
+        )
         for s, tid, g in zip(seeds, theme_ids, groups, strict=True)
     ]
     cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
     rows = [KBRaw(r.id, r.text, r.timestamp, cluster_of[r.id], links[r.id]) for r in raw]
     kbstore.save_parts(ctx.store, ctx.name, raw=rows, themes=found_themes, clusters=clusters, issues=issues)
-    members = {s.cluster_id: s.texts for s in seeds}
-    ctx.indexes.add("issues", issue_passages(issues, members))
+    ctx.indexes.add("issues", issue_passages(issues, member_texts(rows)))
     solved = 0
     if ctx.options.solutions == "eager":
         solved = solve_all(ctx, issues, {c.id: c for c in chunks})
     parents = sum(i.kind == "parent" for i in issues)
     return KBReport(
-        kb=ctx.name, raw_issues=len(raw), themes=len(found_themes), clusters=len(clusters), parents=parents,
-        children=len(issues) - parents, solutions=solved, chunks=len(chunks), usage=ctx.client.usage.model_copy(),
+        kb=ctx.name,
+        raw_issues=len(raw),
+        themes=len(found_themes),
+        clusters=len(clusters),
+        parents=parents,
+        children=len(issues) - parents,
+        solutions=solved,
+        chunks=len(chunks),
+        usage=ctx.client.usage.model_copy(),
         seconds=time.monotonic() - started,
     )
 
@@ -282,29 +317,43 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
     new_clusters: list[KBCluster] = []
     if rest:
         sub = sim[rest][:, rest]
-        groups = [[rest[j] for j in g] for g in cluster.agglomerate(sub, ctx.options.threshold, max_size=ctx.options.max_cluster)]
+        groups = [
+            [rest[j] for j in g]
+            for g in cluster.agglomerate(sub, ctx.options.threshold, max_size=ctx.options.max_cluster)
+        ]
         seeds = make_seeds(ctx.name, all_raw, sim, groups)
         existing = kbstore.load_themes(ctx.store, ctx.name)
         _, theme_ids = theme_clusters(ctx, seeds, existing)
-        new_issues, links = subtrees.expand_seeds(ctx.client, ctx.name, ctx.config, seeds, batch=ctx.options.subtree_batch,
-                                                  progress=lambda d, t: ctx.step("subtrees", d, t))
+        new_issues, links = subtrees.expand_seeds(
+            ctx.client,
+            ctx.name,
+            ctx.config,
+            seeds,
+            batch=ctx.options.subtree_batch,
+            progress=lambda d, t: ctx.step("subtrees", d, t),
+        )
         for s, tid, g in zip(seeds, theme_ids, groups, strict=True):
             new_clusters.append(KBCluster(s.cluster_id, tid, s.raw_ids[0], centroid(dense, g), len(g)))
             for rid, text in zip(s.raw_ids, s.texts, strict=True):
-                rows.append(KBRaw(rid, text, next(r.timestamp for r in fresh if r.id == rid), s.cluster_id, links[rid]))
+                rows.append(
+                    KBRaw(
+                        rid, text, next(r.timestamp for r in fresh if r.id == rid), s.cluster_id, links[rid]
+                    )
+                )
     kbstore.save_parts(ctx.store, ctx.name, raw=rows, clusters=new_clusters, issues=new_issues)
     # refresh index entries of touched clusters (their member text grew) and index the new issues
-    all_rows = kbstore.load_raw(ctx.store, ctx.name)
-    members: dict[str, list[str]] = {}
-    for r in all_rows:
-        members.setdefault(r.cluster_id or "", []).append(r.text)
+    members = member_texts(kbstore.load_raw(ctx.store, ctx.name))
     touched = set(joined.values()) | {c.id for c in new_clusters}
     affected = [i for i in [*issues, *new_issues] if i.cluster_id in touched]
     ctx.indexes.add("issues", issue_passages(affected, members))
     if ctx.options.solutions == "eager" and new_issues:
         solve_all(ctx, new_issues, {c.id: c for c in kbstore.load_chunks(ctx.store, ctx.name)})
     n_parents = sum(i.kind == "parent" for i in new_issues)
-    report.clusters, report.parents, report.children = len(new_clusters), n_parents, len(new_issues) - n_parents
+    report.clusters, report.parents, report.children = (
+        len(new_clusters),
+        n_parents,
+        len(new_issues) - n_parents,
+    )
     report.joined = len(joined)
     report.usage = ctx.client.usage.model_copy()
     report.seconds = time.monotonic() - started
@@ -329,5 +378,16 @@ def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
         solve_all(ctx, affected, chunks)
     else:
         kbstore.mark_stale(ctx.store, ctx.name, [i.id for i in affected])
-    return KBReport(ctx.name, 0, 0, 0, 0, 0, 0, len(new_chunks), ctx.client.usage.model_copy(),
-                    time.monotonic() - started, restale=len(affected))
+    return KBReport(
+        ctx.name,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        len(new_chunks),
+        ctx.client.usage.model_copy(),
+        time.monotonic() - started,
+        restale=len(affected),
+    )

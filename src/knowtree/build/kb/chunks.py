@@ -59,7 +59,11 @@ def chunk_sections(sections: Sequence[DocSection], *, size: int = CHUNK_CHARS) -
 
 
 def contextualize_with_model(
-    chunks: list[KBChunk], client: LLMClient, domain: str, *, progress: Callable[[int, int], None] | None = None
+    chunks: list[KBChunk],
+    client: LLMClient,
+    domain: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> None:
     """Replace each chunk's context by the model's sentence (the previous chunk's context fed forward)."""
     previous = ""

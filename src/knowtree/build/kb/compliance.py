@@ -54,7 +54,9 @@ def judge(client: LLMClient, domain: str, text: str, rules: Sequence[Rule]) -> l
     if not rules:
         return []
     model = judgment_model(len(rules))
-    prompt = render("kb_compliance", domain=domain or "general", rules=solutions.rules_text(rules), solution=text)
+    prompt = render(
+        "kb_compliance", domain=domain or "general", rules=solutions.rules_text(rules), solution=text
+    )
     reply = client.structured(
         [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
         model,

@@ -50,7 +50,9 @@ def issue_query(issue: KBIssue) -> str:
     return issue.title if meta == "general" else f"{issue.title} ({meta})"
 
 
-def retrieve_chunks(indexes: KBIndexes, chunks: dict[str, KBChunk], issue: KBIssue, k: int = TOP_K) -> list[KBChunk]:
+def retrieve_chunks(
+    indexes: KBIndexes, chunks: dict[str, KBChunk], issue: KBIssue, k: int = TOP_K
+) -> list[KBChunk]:
     hits = indexes.chunks.search(issue_query(issue), k=k)
     return [chunks[pid] for pid, _ in hits if pid in chunks]
 
@@ -69,9 +71,12 @@ def generate(
     feedback: str = "",
 ) -> dict[str, Any]:
     """One solution: {text, citations: [{chunk, doc_id, quote}], unverified: [...], chunks: [ids]}."""
-    shown = "\n\n".join(
-        f"[{i}] ({' > '.join(c.path)}) {c.text[:CHUNK_SHOWN]}" for i, c in enumerate(passages, start=1)
-    ) or "(no passage found)"
+    shown = (
+        "\n\n".join(
+            f"[{i}] ({' > '.join(c.path)}) {c.text[:CHUNK_SHOWN]}" for i, c in enumerate(passages, start=1)
+        )
+        or "(no passage found)"
+    )
     prompt = render(
         "kb_solution",
         domain=domain or "general",

@@ -82,7 +82,10 @@ def expand_seeds(
             lines += [f"  similar: {_clip(t, 160)}" for t in seed.texts[1:SHOWN_MEMBERS]]
             groups.append("\n".join(lines))
         prompt = render(
-            "kb_subtree", domain=config.domain or "general", attributes=describe(config), groups="\n".join(groups)
+            "kb_subtree",
+            domain=config.domain or "general",
+            attributes=describe(config),
+            groups="\n".join(groups),
         )
         reply = client.structured(
             [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
@@ -113,8 +116,14 @@ def subtree(
     """A parent issue and its children (one per attribute value to vary, at most `MAX_CHILDREN`)."""
     meta = normalize(metadata, config)
     title = _clip(title, 160) or _clip(seed.texts[0], 160)
-    parent = KBIssue(id=issue_id(kb, seed.cluster_id), kind="parent", parent=None, cluster_id=seed.cluster_id,
-                     title=title, metadata=meta)
+    parent = KBIssue(
+        id=issue_id(kb, seed.cluster_id),
+        kind="parent",
+        parent=None,
+        cluster_id=seed.cluster_id,
+        title=title,
+        metadata=meta,
+    )
     out = [parent]
     for attr in config.names():
         for value in dict.fromkeys(vary.get(attr) or []):

@@ -35,7 +35,9 @@ def _clip(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def propose_themes(client: LLMClient, domain: str, representatives: Sequence[str], *, max_themes: int = 10) -> list[str]:
+def propose_themes(
+    client: LLMClient, domain: str, representatives: Sequence[str], *, max_themes: int = 10
+) -> list[str]:
     """Theme names (deduplicated, a miscellaneous theme always last)."""
     shown = list(representatives)[:MAX_SHOWN]
     prompt = render(
@@ -45,7 +47,11 @@ def propose_themes(client: LLMClient, domain: str, representatives: Sequence[str
         max_themes=max_themes,
     )
     reply = client.structured(
-        _messages(prompt), ThemeList, schema=ThemeList.model_json_schema(), purpose="kb_themes", max_tokens=300
+        _messages(prompt),
+        ThemeList,
+        schema=ThemeList.model_json_schema(),
+        purpose="kb_themes",
+        max_tokens=300,
     ).value
     names: list[str] = []
     for name in reply.themes:

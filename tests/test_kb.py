@@ -215,7 +215,7 @@ def test_agglomerate_merges_only_above_threshold() -> None:
 
 # -- build -----------------------------------------------------------------------------------
 def test_build_links_every_raw_issue_with_sublinear_calls(tmp_path: Path) -> None:
-    kt, report = build(tmp_path, threshold=0.4)
+    kt, report = build(tmp_path, threshold=0.15, join_threshold=0.3)
     with kt:
         assert (report.raw_issues, report.clusters, report.solutions) == (7, 3, 0)
         assert report.themes >= 1 and report.parents == 3
@@ -236,7 +236,7 @@ def test_build_links_every_raw_issue_with_sublinear_calls(tmp_path: Path) -> Non
 
 
 def test_eager_solutions_cite_verified_chunks(tmp_path: Path) -> None:
-    kt, report = build(tmp_path, solutions="eager", threshold=0.4)
+    kt, report = build(tmp_path, solutions="eager", threshold=0.15, join_threshold=0.3)
     with kt:
         rows = kt.kb("hp").export()
         assert report.solutions == len(rows)
@@ -305,7 +305,7 @@ def test_hybrid_retrieval_match_types() -> None:
 
 
 def test_ask_generates_lazy_solution_once(tmp_path: Path) -> None:
-    kt, _ = build(tmp_path, threshold=0.4)
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
     with kt:
         answer = kt.kb("hp").ask("my headphones won't pair with my iphone over bluetooth")
         assert answer.issue is not None and answer.issue.metadata["topic"] == "bluetooth"
@@ -345,7 +345,7 @@ def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path)
         "solution": "Hold the power button.",
         "citations": [{"passage": 1, "quote": "press the secret reset pin"}],
     }
-    kt, _ = build(tmp_path, model=_model_with(fake), solutions="eager", threshold=0.4)
+    kt, _ = build(tmp_path, model=_model_with(fake), solutions="eager", threshold=0.15, join_threshold=0.3)
     with kt:
         row = kt.kb("hp").export()[0]
         assert row["status"] == "ungrounded" and row["citations"] == []
@@ -358,7 +358,7 @@ def test_violation_is_fed_back_and_fixed(tmp_path: Path) -> None:
         "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
     }
     model = _model_with([bad, good] * 20)
-    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.4)
+    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
     with kt:
         row = kt.kb("hp").export()[0]
         assert row["compliance"][0]["violations"][0]["rule"] == "no-opening"
@@ -372,7 +372,7 @@ def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
         "solution": "Hold the power button for 7 seconds.",
         "citations": [{"passage": 1, "quote": "hold the power button"}],
     }
-    kt, _ = build(tmp_path, model=_model_with(fake, violated=[2]), solutions="eager", threshold=0.4)
+    kt, _ = build(tmp_path, model=_model_with(fake, violated=[2]), solutions="eager", threshold=0.15, join_threshold=0.3)
     with kt:
         row = kt.kb("hp").export()[0]
         assert row["status"] == "flagged" and len(row["compliance"]) == 2
@@ -381,7 +381,7 @@ def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
 
 # -- incremental ---------------------------------------------------------------------------------
 def test_add_issues_join_or_open_clusters_and_docs_mark_stale(tmp_path: Path) -> None:
-    kt, _ = build(tmp_path, threshold=0.4)
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
     with kt:
         kb = kt.kb("hp")
         kb.ask("headphones battery drains fast")  # a stored (lazy) solution
@@ -420,7 +420,7 @@ def test_add_issues_join_or_open_clusters_and_docs_mark_stale(tmp_path: Path) ->
 
 
 def test_bad_add_keeps_the_kb(tmp_path: Path) -> None:
-    kt, _ = build(tmp_path, threshold=0.4)
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
     with kt:
         before = kt.kb("hp").export()
         (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\nnot json\n')

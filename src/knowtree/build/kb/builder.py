@@ -39,9 +39,15 @@ Progress = Callable[[str, int, int], None]
 class KBOptions:
     solutions: Literal["eager", "lazy"] = "lazy"
     context: Literal["path", "model"] = "path"
-    threshold: float = 0.45  # average-linkage similarity at which clusters stop merging
-    join_threshold: float = 0.45  # `kb add`: a new issue joins the best cluster at or above this
-    weights: tuple[float, float, float] = (0.4, 0.3, 0.3)  # dense, TF-IDF, grounding
+    # average-linkage similarity at which clusters stop merging. Measured (benchmarks/RESULTS.md,
+    # AutoKB): clusters stay ≥ 0.99 pure on the medical issues from 0.35 up, while on the TV questions
+    # (about one raw issue per manual section) any looser merging mixes sections; 0.6 keeps both pure.
+    threshold: float = 0.6
+    join_threshold: float = 0.6  # `kb add`: a new issue joins the best cluster at or above this
+    # dense (mean-centred), TF-IDF, grounding. Grounding (one hybrid search per raw issue over the
+    # chunks) cost 10 min on MedQuAD's 23k chunks and did not make purer clusters: off by default.
+    weights: tuple[float, float, float] = (0.3, 0.7, 0.0)
+    min_expand: int = 2  # clusters smaller than this keep their own text as the issue (no model call)
     grounding_k: int = 3
     max_cluster: int = 60
     max_themes: int = 10
@@ -125,7 +131,7 @@ def index_docs(ctx: KBContext, sections: Sequence[DocSection]) -> list[KBChunk]:
 # -- step 2: issues -------------------------------------------------------------------------
 def features(ctx: KBContext, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(dense embeddings, the combined similarity matrix) of raw issue texts."""
-    dense = ctx.indexes.embedder.embed(list(texts))
+    dense = cluster.center(ctx.indexes.embedder.embed(list(texts)))
     lexical = cluster.tfidf(texts)
     grounding = None
     if ctx.options.weights[2] > 0 and ctx.indexes.count("chunks"):
@@ -229,6 +235,7 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
         ctx.config,
         seeds,
         batch=ctx.options.subtree_batch,
+        min_size=ctx.options.min_expand,
         progress=lambda d, t: ctx.step("subtrees", d, t),
     )
     clusters = [
@@ -330,6 +337,7 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
             ctx.config,
             seeds,
             batch=ctx.options.subtree_batch,
+            min_size=ctx.options.min_expand,
             progress=lambda d, t: ctx.step("subtrees", d, t),
         )
         for s, tid, g in zip(seeds, theme_ids, groups, strict=True):

@@ -33,6 +33,19 @@ MAX_ISSUES = 5000
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+def center(vectors: np.ndarray) -> np.ndarray:
+    """Mean-centred, re-normalized rows. A static embedder's cosines crowd near one value (every
+    text shares a common component); removing the mean spreads them so a threshold means the same
+    on dense and TF-IDF similarities (measured: uncentred, the medical issues merged into 17
+    clusters of 61 % purity at 0.6)."""
+    import numpy as np
+
+    out = vectors - vectors.mean(axis=0, keepdims=True)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1
+    return (out / norms).astype(np.float32)
+
+
 def tfidf(texts: Sequence[str]) -> np.ndarray:
     """L2-normalized TF-IDF rows (sublinear tf, smoothed idf) over the texts' own vocabulary."""
     import numpy as np

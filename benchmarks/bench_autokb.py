@@ -101,6 +101,8 @@ def main() -> None:
     ap.add_argument("--metadata", choices=["keywords", "model", "none"], default=None)
     ap.add_argument("--threshold", type=float, default=None)
     ap.add_argument("--docs-limit", type=int, default=None, help="medical: only the first N MedQuAD records")
+    ap.add_argument("--issues-limit", type=int, default=None, help="only the first N raw issues (a stated subset)")
+    ap.add_argument("--queries-limit", type=int, default=None, help="only the first N queries")
     ap.add_argument("--solutions", type=int, default=0, help="generate solutions for the first N queries")
     ap.add_argument("--db", default=None, help="database file (default: a temporary one)")
     ap.add_argument("--threads", type=int, default=None)
@@ -113,6 +115,12 @@ def main() -> None:
     from knowtree.store import kb as kbstore
 
     files = domain_files(args.domain, args.docs_limit)
+    if args.issues_limit:
+        subset = Path(tempfile.mkdtemp()) / "issues_subset.jsonl"
+        subset.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(files["issues"])[: args.issues_limit]))
+        files["issues"] = subset
+    if args.queries_limit:
+        files["queries"] = files["queries"][: args.queries_limit]
     metadata = args.metadata or ("keywords" if args.model == "keyword" else "model")
     db = args.db or str(Path(tempfile.mkdtemp()) / "kb.db")
     overrides: dict[str, Any] = {"threads": args.threads} if args.threads else {}
@@ -202,6 +210,7 @@ def main() -> None:
         "embedder": emb.id,
         "metadata": metadata,
         "queries": len(queries),
+        "issues_limit": args.issues_limit,
         "hit_rate": results,
         "matches": dict(matches),
         "stats": stats,

@@ -92,7 +92,8 @@ class KBRoles:
             return {"solution": "No documented solution was found for this issue.", "citations": []}
         n, _path, text = max(passages, key=lambda p: (len(wanted & _words(p[2])), -int(p[0])))
         body = text.split("\n\nWrite a solution", 1)[0].strip()
-        quote = _first_sentence(body)[:200]
+        sentences = [p.strip() for p in re.split(r"(?<=[.!?])\s+|\n+", body) if len(p.split()) >= 4]
+        quote = max(sentences, key=lambda p: len(wanted & _words(p)), default=body)[:200]
         return {
             "solution": f"{quote} See the cited passage.",
             "citations": [{"passage": int(n), "quote": quote}],

@@ -26,7 +26,8 @@ from knowtree.store.kb import KBChunk, KBIssue
 
 TOP_K = 5
 CHUNK_SHOWN = 700
-QUOTE_MIN = 0.9  # share of the quote's words found in one stretch of the chunk
+QUOTE_MIN = 0.9
+MIN_QUOTE_WORDS = 4  # "Bixby" is found in half the manual: a citation must quote a real statement  # share of the quote's words found in one stretch of the chunk
 
 
 def solution_model(chunks: int) -> type[BaseModel]:
@@ -114,7 +115,9 @@ def verify_citations(citations: Sequence[Any], passages: Sequence[KBChunk]) -> t
             continue
         chunk = passages[index]
         entry = {"chunk": chunk.id, "doc_id": chunk.doc_id, "source": chunk.source, "quote": c.quote.strip()}
-        if c.quote.strip() and quote_score(c.quote, chunk.text) >= QUOTE_MIN:
+        if len(c.quote.split()) < MIN_QUOTE_WORDS:
+            bad.append({**entry, "why": f"quote shorter than {MIN_QUOTE_WORDS} words: too short to verify"})
+        elif quote_score(c.quote, chunk.text) >= QUOTE_MIN:
             if entry not in ok:
                 ok.append(entry)
         else:

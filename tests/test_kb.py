@@ -485,3 +485,15 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
         ],
     )
     assert out.exit_code == 1 and "bad.toml" in out.output
+
+
+def test_lone_raw_issues_cost_no_subtree_call(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+    model = FunctionModel(keyword.reply, id="counting")
+    kt, report = build(tmp_path, model=model, threshold=0.99)  # every raw issue alone
+    with kt:
+        assert report.clusters == len(ISSUES) and report.children == 0
+        assert not [r for r in model.requests if r.schema_name == "kb_subtree"]
+        rows = kt.kb("hp").export()
+        assert {r["title"] for r in rows} == {t for _, t in ISSUES}
+        assert next(r for r in rows if r["members"] == ["h3"])["metadata"]["platform"] == "iphone"

@@ -12,8 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
-from knowtree.cli import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, ThreadsOpt
 from knowtree.errors import KnowtreeError, UserError
+
+# the main CLI's shared options, declared here too so this module does not import cli.py (no cycle)
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="local | openai:MODEL[@URL] | ollama:MODEL | anthropic:MODEL | keyword"
+    ),
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="CPU threads for the embedded model")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 kb_app = typer.Typer(
     name="kb",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.build.kb.builder import (
     KBContext,
@@ -27,7 +27,7 @@ from knowtree.build.kb.builder import (
     build,
     solve_one,
 )
-from knowtree.errors import InputError, UserError
+from knowtree.errors import UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,
     DocSection,
@@ -43,8 +43,20 @@ from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store import kb as kbstore
 
 if TYPE_CHECKING:
+    from knowtree.llm.base import Model
     from knowtree.llm.client import LLMClient
-    from knowtree.pipeline import KnowTree
+    from knowtree.store.sqlite import SQLiteStore
+
+
+class Host(Protocol):
+    """What a KB needs from its `KnowTree` (a Protocol, so this module does not import the pipeline)."""
+
+    store: SQLiteStore
+
+    @property
+    def model(self) -> Model: ...
+
+    def client(self, run_id: str | None = None) -> LLMClient: ...
 
 
 def _issues(value: str | Path | Sequence[RawIssue]) -> list[RawIssue]:
@@ -63,7 +75,7 @@ def _docs(value: str | Path | Sequence[str] | Sequence[DocSection]) -> list[DocS
 class KB:
     """One named knowledge base in a knowtree database."""
 
-    def __init__(self, kt: KnowTree, name: str, *, embedder: str | None = None) -> None:
+    def __init__(self, kt: Host, name: str, *, embedder: str | None = None) -> None:
         if not name.strip():
             raise UserError("a knowledge base needs a name")
         self.kt = kt
@@ -331,10 +343,3 @@ class KB:
         idx = self.indexes()
         idx.reset("issues")
         idx.reset("chunks")
-
-
-def check_inputs(paths: dict[str, str | None]) -> None:
-    """Fail early, naming the option, when a given path does not exist."""
-    for option, path in paths.items():
-        if path and not Path(path).exists():
-            raise InputError(path, f"no such file (given to {option})")

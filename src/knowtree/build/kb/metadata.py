@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from knowtree.ingest.kb_inputs import ANY, AttributeConfig
 
-_WORD = re.compile(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*")
+_WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")  # hyphens split: "Smart-Remote" names "remote"
 
 
 def metadata_model(config: AttributeConfig, *, name: str = "IssueMetadata") -> type[BaseModel]:

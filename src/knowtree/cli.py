@@ -471,6 +471,9 @@ app.command("serve")(serve_command), app.command("mcp")(mcp_command), app.add_ty
 from knowtree.cli_admin import check_command  # noqa: E402
 
 app.command("check")(check_command)
+from knowtree.cli_kb import kb_app  # noqa: E402 - knowledge bases (AutoKB)
+
+app.add_typer(kb_app, name="kb")
 
 
 def main() -> None:

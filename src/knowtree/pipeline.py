@@ -29,6 +29,7 @@ from knowtree.store import SQLiteStore
 from knowtree.types import Answer, Document, Node, TreeInfo, Usage
 
 if TYPE_CHECKING:
+    from knowtree.kb import KB
     from knowtree.memory import Memory
     from knowtree.retrieve.treesearch import Evidence
 
@@ -379,6 +380,12 @@ class KnowTree:
         from knowtree.memory import Memory
 
         return Memory(self, name)
+
+    def kb(self, name: str, *, embedder: str | None = None) -> KB:
+        """A knowledge base (AutoKB): `kt.kb("tv").build(issues=..., docs=..., attributes=..., rules=...)`."""
+        from knowtree.kb import KB
+
+        return KB(self, name, embedder=embedder)
 
     def delete(self, name: str) -> None:
         self.store.delete_tree(name)

@@ -18,6 +18,7 @@ from typing import Any
 
 from knowtree.llm.base import Completion, Model, Request
 from knowtree.llm.testing_docs import DocumentRoles
+from knowtree.llm.testing_kb import KBRoles
 from knowtree.navigate.evidence import STOPWORDS
 
 Reply = str | dict[str, Any] | Completion | Exception | Callable[[Request], Any]
@@ -86,7 +87,7 @@ def _between(text: str, start: str, end: str) -> str:
     return text[i + len(start) : j] if i >= 0 and j >= 0 else ""
 
 
-class KeywordModel(DocumentRoles, FunctionModel):
+class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
     def __init__(self) -> None:
         super().__init__(self.reply, id="keyword", max_concurrency=4)
 

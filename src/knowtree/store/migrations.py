@@ -198,6 +198,72 @@ MIGRATIONS: list[str] = [
         updated TEXT NOT NULL
     );
     """,
+    # AutoKB knowledge bases: raw issues (each linked to the KB issue that absorbed it), themes,
+    # clusters (centroids, for incremental adds), issue nodes (parents and children) with metadata,
+    # solutions and compliance, and the contextualized chunks of the domain documents
+    """
+    CREATE TABLE kbs (
+        name TEXT PRIMARY KEY,
+        domain TEXT NOT NULL DEFAULT '',
+        attributes_json TEXT NOT NULL,
+        rules_json TEXT NOT NULL,
+        settings_json TEXT NOT NULL DEFAULT '{}',
+        model TEXT NOT NULL DEFAULT '',
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE kb_raw_issues (
+        kb TEXT NOT NULL REFERENCES kbs(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        timestamp TEXT,
+        cluster_id TEXT,
+        issue_id TEXT,
+        added TEXT NOT NULL,
+        PRIMARY KEY (kb, id)
+    );
+    CREATE INDEX kb_raw_issue ON kb_raw_issues(kb, issue_id);
+    CREATE TABLE kb_themes (
+        kb TEXT NOT NULL REFERENCES kbs(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        PRIMARY KEY (kb, id)
+    );
+    CREATE TABLE kb_clusters (
+        kb TEXT NOT NULL REFERENCES kbs(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        theme_id TEXT,
+        seed_raw_id TEXT NOT NULL,
+        centroid BLOB NOT NULL,
+        size INTEGER NOT NULL,
+        PRIMARY KEY (kb, id)
+    );
+    CREATE TABLE kb_issues (
+        kb TEXT NOT NULL REFERENCES kbs(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        parent TEXT,
+        cluster_id TEXT NOT NULL,
+        position INTEGER NOT NULL DEFAULT 0,
+        title TEXT NOT NULL,
+        meta_json TEXT NOT NULL,
+        solution_json TEXT,
+        status TEXT NOT NULL DEFAULT 'pending',
+        compliance_json TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (kb, id)
+    );
+    CREATE INDEX kb_issue_parent ON kb_issues(kb, parent);
+    CREATE TABLE kb_chunks (
+        kb TEXT NOT NULL REFERENCES kbs(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        path_json TEXT NOT NULL,
+        text TEXT NOT NULL,
+        context TEXT NOT NULL,
+        PRIMARY KEY (kb, id)
+    );
+    """,
 ]
 
 

@@ -1,0 +1,1 @@
+"""Knowledge-base (AutoKB) construction: chunks, clusters, themes, subtrees, solutions, compliance."""

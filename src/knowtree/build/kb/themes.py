@@ -1,0 +1,101 @@
+"""Issue themes (the seed's Prompts G.6 and G.7), asked over clusters, not raw issues.
+
+The seed classifies every raw issue with one call each; here raw issues are clustered first, so the
+model sees one representative per cluster: one call proposes the themes from (up to
+`MAX_SHOWN`) representatives, then clusters are assigned in batches, each batch one call whose reply
+has an integer field per cluster constrained (enum) to the theme numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from knowtree.llm.base import Message
+from knowtree.llm.client import LLMClient
+from knowtree.prompts import render
+
+MAX_SHOWN = 40
+ASSIGN_BATCH = 20
+MISC = "Miscellaneous"
+
+
+class ThemeList(BaseModel):
+    themes: list[str] = Field(min_length=1, max_length=12)
+
+
+def _messages(prompt: str) -> list[Message]:
+    return [Message(role="system", content=render("system")), Message(role="user", content=prompt)]
+
+
+def _clip(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def propose_themes(
+    client: LLMClient, domain: str, representatives: Sequence[str], *, max_themes: int = 10
+) -> list[str]:
+    """Theme names (deduplicated, a miscellaneous theme always last)."""
+    shown = list(representatives)[:MAX_SHOWN]
+    prompt = render(
+        "kb_themes",
+        domain=domain or "general",
+        issues="\n".join(f"- {_clip(t)}" for t in shown),
+        max_themes=max_themes,
+    )
+    reply = client.structured(
+        _messages(prompt),
+        ThemeList,
+        schema=ThemeList.model_json_schema(),
+        purpose="kb_themes",
+        max_tokens=300,
+    ).value
+    names: list[str] = []
+    for name in reply.themes:
+        name = _clip(name, 80).strip(" .")
+        if name and name.lower() not in {n.lower() for n in names} and not name.lower().startswith("misc"):
+            names.append(name)
+    return [*names[: max_themes - 1], MISC]
+
+
+def assignment_model(count: int, themes: int) -> type[BaseModel]:
+    choice: Any = Literal[tuple(range(1, themes + 1))]  # type: ignore[misc]
+    fields: dict[str, Any] = {f"issue_{i + 1}": (choice, ...) for i in range(count)}
+    return create_model(f"ThemeAssignment{count}x{themes}", __config__=ConfigDict(extra="ignore"), **fields)
+
+
+def assign_themes(
+    client: LLMClient,
+    domain: str,
+    themes: Sequence[str],
+    representatives: Sequence[str],
+    *,
+    batch: int = ASSIGN_BATCH,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[int]:
+    """The theme index (0-based) of every representative; one call per `batch` of them."""
+    out: list[int] = []
+    listing = "\n".join(f"{i}. {t}" for i, t in enumerate(themes, start=1))
+    for start in range(0, len(representatives), batch):
+        part = representatives[start : start + batch]
+        model = assignment_model(len(part), len(themes))
+        prompt = render(
+            "kb_theme_assign",
+            domain=domain or "general",
+            themes=listing,
+            issues="\n".join(f"issue_{i}: {_clip(t)}" for i, t in enumerate(part, start=1)),
+        )
+        reply = client.structured(
+            _messages(prompt),
+            model,
+            schema=model.model_json_schema(),
+            purpose="kb_theme_assign",
+            max_tokens=12 * len(part) + 40,
+        ).value
+        out.extend(int(getattr(reply, f"issue_{i}")) - 1 for i in range(1, len(part) + 1))
+        if progress:
+            progress(len(out), len(representatives))
+    return out

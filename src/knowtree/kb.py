@@ -1,0 +1,345 @@
+"""Knowledge bases (AutoKB) from Python: `kt.kb("tv").build(...)`, `.add(...)`, `.ask(...)`,
+`.show()`, `.export()`.
+
+    kt = knowtree.open("kb.db")
+    report = kt.kb("tv").build(issues="tickets.jsonl", docs=["manual.pdf"],
+                               attributes="tv_attributes.toml", rules="tv_rules.toml")
+    answer = kt.kb("tv").ask("my remote stopped pairing")
+    answer.issue.title, answer.match, answer.solution["text"], answer.solution["citations"]
+
+Inputs may be file paths (read and checked before anything is stored) or already-loaded objects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from knowtree.build.kb.builder import (
+    KBContext,
+    KBOptions,
+    KBReport,
+    Progress,
+    add_docs,
+    add_issues,
+    build,
+    solve_one,
+)
+from knowtree.errors import UserError
+from knowtree.ingest.kb_inputs import (
+    AttributeConfig,
+    DocSection,
+    RawIssue,
+    Rule,
+    load_attributes,
+    load_kb_docs,
+    load_raw_issues,
+    load_rules,
+)
+from knowtree.navigate.kb import KBAnswer, hybrid_retrieve, query_metadata
+from knowtree.retrieve.kbindex import KBIndexes
+from knowtree.store import kb as kbstore
+
+if TYPE_CHECKING:
+    from knowtree.llm.base import Model
+    from knowtree.llm.client import LLMClient
+    from knowtree.store.sqlite import SQLiteStore
+
+
+class Host(Protocol):
+    """What a KB needs from its `KnowTree` (a Protocol, so this module does not import the pipeline)."""
+
+    store: SQLiteStore
+
+    @property
+    def model(self) -> Model: ...
+
+    def client(self, run_id: str | None = None) -> LLMClient: ...
+
+
+def _issues(value: str | Path | Sequence[RawIssue]) -> list[RawIssue]:
+    return load_raw_issues(value) if isinstance(value, str | Path) else list(value)
+
+
+def _docs(value: str | Path | Sequence[str] | Sequence[DocSection]) -> list[DocSection]:
+    if isinstance(value, str | Path):
+        return load_kb_docs([str(value)])
+    items = list(value)
+    if items and all(isinstance(v, DocSection) for v in items):
+        return items  # type: ignore[return-value]
+    return load_kb_docs([str(v) for v in items])
+
+
+class KB:
+    """One named knowledge base in a knowtree database."""
+
+    def __init__(self, kt: Host, name: str, *, embedder: str | None = None) -> None:
+        if not name.strip():
+            raise UserError("a knowledge base needs a name")
+        self.kt = kt
+        self.name = name
+        self._embedder = embedder
+        self._indexes: KBIndexes | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def indexes(self, embedder: str | None = None) -> KBIndexes:
+        if self._indexes is None:
+            self._indexes = KBIndexes(self.kt.store.path, self.name, embedder or self._embedder)
+        return self._indexes
+
+    def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:
+        record = kbstore.kb_record(self.kt.store, self.name)
+        return KBContext(
+            store=self.kt.store,
+            name=self.name,
+            client=client,
+            indexes=self.indexes(record.settings.get("embedder")),
+            config=AttributeConfig.from_dict(record.attributes),
+            rules=[Rule(**r) for r in record.rules],
+            options=KBOptions.from_dict(record.settings),
+            progress=progress,
+        )
+
+    def _run(self, kind: str, detail: str, fn: Any, progress: Progress | None, on_client: Any) -> Any:
+        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
+        run_id = self.kt.store.start_run(kind, f"kb:{self.name}", detail=detail[:500])
+        client = self.kt.client(run_id)
+        if on_client:
+            on_client(client)
+        try:
+            result = fn(self._context(client, progress))
+        except BaseException:
+            self.kt.store.finish_run(run_id, "failed")
+            raise
+        self.kt.store.finish_run(run_id, "ok")
+        return result
+
+    # -- build and grow ------------------------------------------------------------------------
+    def build(
+        self,
+        *,
+        issues: str | Path | Sequence[RawIssue],
+        docs: str | Path | Sequence[str] | Sequence[DocSection],
+        attributes: str | Path | AttributeConfig,
+        rules: str | Path | Sequence[Rule],
+        solutions: str = "lazy",
+        replace: bool = False,
+        progress: Progress | None = None,
+        on_client: Any = None,
+        **options: Any,
+    ) -> KBReport:
+        """Build the KB. Every input is read and checked before anything is stored; an existing KB
+        of that name is kept unless `replace=True`."""
+        if solutions not in ("eager", "lazy"):
+            raise UserError(f"solutions must be eager or lazy, not {solutions!r}")
+        raw = _issues(issues)
+        sections = _docs(docs)
+        config = load_attributes(attributes) if isinstance(attributes, str | Path) else attributes
+        rule_list = load_rules(rules) if isinstance(rules, str | Path) else list(rules)
+        opts = KBOptions.from_dict({**options, "solutions": solutions})
+        settings = {**opts.to_dict(), "embedder": self._embedder}
+        self.kt.model  # noqa: B018 - a bad model string fails before anything is stored
+        kbstore.create_kb(
+            self.kt.store,
+            kbstore.KBRecord(
+                self.name,
+                config.domain,
+                config.to_dict(),
+                [r.__dict__ for r in rule_list],
+                settings,
+                self.kt.model.id,
+            ),
+            replace=replace,
+        )
+        try:
+            return self._run(
+                "kb-build", f"{len(raw)} issues", lambda ctx: build(ctx, raw, sections), progress, on_client
+            )
+        except BaseException:
+            if not replace:  # a half-built new KB is not worth keeping; rerunning repeats no finished call
+                kbstore.delete_kb(self.kt.store, self.name)
+            raise
+
+    def add(
+        self,
+        *,
+        issues: str | Path | Sequence[RawIssue] | None = None,
+        docs: str | Path | Sequence[str] | Sequence[DocSection] | None = None,
+        progress: Progress | None = None,
+        on_client: Any = None,
+    ) -> KBReport:
+        """New raw issues join existing clusters or open new ones; new documents re-ground only the
+        solutions whose retrieved passages they change."""
+        if issues is None and docs is None:
+            raise UserError("nothing to add: give issues and/or docs")
+        raw = _issues(issues) if issues is not None else []
+        sections = _docs(docs) if docs is not None else []
+        kbstore.kb_record(self.kt.store, self.name)  # fails clearly when the KB does not exist
+
+        def go(ctx: KBContext) -> KBReport:
+            report = add_docs(ctx, sections) if sections else None
+            if raw:
+                issue_report = add_issues(ctx, raw)
+                if report is not None:
+                    issue_report.restale, issue_report.chunks = report.restale, report.chunks
+                report = issue_report
+            assert report is not None
+            return report
+
+        return self._run("kb-add", f"{len(raw)} issues, {len(sections)} sections", go, progress, on_client)
+
+    # -- ask -------------------------------------------------------------------------------------
+    def ask(self, query: str, *, k: int = 5, metadata: str = "model", solve: bool = True) -> KBAnswer:
+        """Algorithm 2; the accepted issue's solution is generated (lazy KBs) and stored on first use.
+        `metadata`: model | keywords (no model call for extraction) | none (semantic only)."""
+        if metadata not in ("model", "keywords", "none"):
+            raise UserError(f"metadata must be model, keywords or none, not {metadata!r}")
+        if not query.strip():
+            raise UserError("the query is empty")
+        record = kbstore.kb_record(self.kt.store, self.name)
+        config = AttributeConfig.from_dict(record.attributes)
+        issues = {i.id: i for i in kbstore.load_issues(self.kt.store, self.name)}
+        started = time.monotonic()
+        trace: list[dict[str, Any]] = []
+        run_id = (
+            self.kt.store.start_run("kb-ask", f"kb:{self.name}", detail=query[:500])
+            if metadata == "model" or solve
+            else None
+        )
+        client = self.kt.client(run_id) if run_id else None
+        try:
+            if metadata == "none":
+                qmeta = {a: "any" for a in config.names()}
+                trace.append({"step": "metadata", "how": "none", "metadata": qmeta})
+            else:
+                qmeta = query_metadata(query, config, client if metadata == "model" else None, trace)
+            indexes = self.indexes(record.settings.get("embedder"))
+            accepted = hybrid_retrieve(query, qmeta, issues, indexes, k=k, trace=trace)
+            answer = KBAnswer(
+                query=query, query_metadata=qmeta, issue=None, match="none", accepted=accepted, trace=trace
+            )
+            if accepted:
+                best = accepted[0]
+                answer.issue, answer.match = best.issue, best.match
+                answer.members = [
+                    r.id
+                    for r in kbstore.load_raw(self.kt.store, self.name)
+                    if r.cluster_id == best.issue.cluster_id
+                ]
+                issue = best.issue
+                if solve and (issue.solution is None or issue.status == "stale") and client is not None:
+                    ctx = self._context(client, None)
+                    chunks = {c.id: c for c in kbstore.load_chunks(self.kt.store, self.name)}
+                    issue = solve_one(ctx, issue, chunks)
+                    trace.append({"step": "solution", "how": "generated now (lazy)", "status": issue.status})
+                answer.solution, answer.status = issue.solution, issue.status
+            trace.append({"step": "done", "seconds": round(time.monotonic() - started, 3)})
+        except BaseException:
+            if run_id:
+                self.kt.store.finish_run(run_id, "failed")
+            raise
+        if run_id:
+            self.kt.store.finish_run(run_id, answer.match)
+        return answer
+
+    # -- read ------------------------------------------------------------------------------------
+    def show(self) -> dict[str, Any]:
+        """Themes → parent issues → child issues, with metadata, solution status and compliance."""
+        store = self.kt.store
+        record = kbstore.kb_record(store, self.name)
+        raw = kbstore.load_raw(store, self.name)
+        absorbed: dict[str, int] = {}
+        size: dict[str, int] = {}
+        for r in raw:
+            absorbed[r.issue_id or ""] = absorbed.get(r.issue_id or "", 0) + 1
+            size[r.cluster_id or ""] = size.get(r.cluster_id or "", 0) + 1
+        clusters = {c.id: c for c in kbstore.load_clusters(store, self.name)}
+        issues = kbstore.load_issues(store, self.name)
+        kids: dict[str, list[kbstore.KBIssue]] = {}
+        for i in issues:
+            if i.parent:
+                kids.setdefault(i.parent, []).append(i)
+
+        def node(i: kbstore.KBIssue) -> dict[str, Any]:
+            violations = i.compliance[-1]["violations"] if i.compliance else []
+            return {
+                "id": i.id,
+                "title": i.title,
+                "metadata": i.metadata,
+                "status": i.status,
+                "solution": (i.solution or {}).get("text"),
+                "citations": len((i.solution or {}).get("citations", [])),
+                "violations": violations,
+                "raw_issues": absorbed.get(i.id, 0),
+            }
+
+        themes = []
+        for t in kbstore.load_themes(store, self.name):
+            parents = [
+                i
+                for i in issues
+                if i.kind == "parent"
+                and clusters.get(i.cluster_id)
+                and clusters[i.cluster_id].theme_id == t.id
+            ]
+            themes.append(
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "parents": [
+                        {
+                            **node(p),
+                            "cluster_size": size.get(p.cluster_id, 0),
+                            "children": [node(c) for c in kids.get(p.id, [])],
+                        }
+                        for p in parents
+                    ],
+                }
+            )
+        return {
+            "name": self.name,
+            "domain": record.domain,
+            "model": record.model,
+            "raw_issues": len(raw),
+            "chunks": len(kbstore.load_chunks(store, self.name)),
+            "themes": themes,
+        }
+
+    def export(self) -> list[dict[str, Any]]:
+        """One record per KB issue: id, kind, parent, theme, title, metadata, members (raw issue ids),
+        solution, citations, status, compliance. A parent's members are its whole cluster; a child's
+        the raw issues linked to it plus the parent's own (those that name no value of a sibling)."""
+        store = self.kt.store
+        raw = kbstore.load_raw(store, self.name)
+        theme_of = {c.id: c.theme_id for c in kbstore.load_clusters(store, self.name)}
+        names = {t.id: t.name for t in kbstore.load_themes(store, self.name)}
+        out = []
+        for i in kbstore.load_issues(store, self.name):
+            if i.kind == "parent":
+                members = [r.id for r in raw if r.cluster_id == i.cluster_id]
+            else:  # its own raw issues, and the parent's unspecific ones (not those of a sibling)
+                members = [r.id for r in raw if r.issue_id in (i.id, i.parent)]
+            out.append(
+                {
+                    "id": i.id,
+                    "kind": i.kind,
+                    "parent": i.parent,
+                    "theme": names.get(theme_of.get(i.cluster_id) or "", ""),
+                    "title": i.title,
+                    "metadata": i.metadata,
+                    "members": members,
+                    "solution": (i.solution or {}).get("text"),
+                    "citations": (i.solution or {}).get("citations", []),
+                    "status": i.status,
+                    "compliance": i.compliance,
+                }
+            )
+        return out
+
+    def delete(self) -> None:
+        kbstore.delete_kb(self.kt.store, self.name)
+        idx = self.indexes()
+        idx.reset("issues")
+        idx.reset("chunks")

@@ -1,0 +1,279 @@
+"""Store helpers for knowledge bases (AutoKB): the tables of the `kbs` migration.
+
+Only the store's public methods (`transaction`, `fetch`) are used. A build is saved in one
+transaction; incremental adds only insert or update rows, and nothing a user stored is removed
+unless a rebuild was asked for (`replace=True`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from knowtree.errors import NotFoundError, UserError
+from knowtree.store.sqlite import SQLiteStore
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class KBRecord:
+    name: str
+    domain: str
+    attributes: dict[str, Any]
+    rules: list[dict[str, Any]]
+    settings: dict[str, Any]
+    model: str
+    created: str = ""
+    updated: str = ""
+
+
+@dataclass
+class KBRaw:
+    id: str
+    text: str
+    timestamp: str | None = None
+    cluster_id: str | None = None
+    issue_id: str | None = None
+
+
+@dataclass
+class KBTheme:
+    id: str
+    name: str
+
+
+@dataclass
+class KBCluster:
+    id: str
+    theme_id: str | None
+    seed_raw_id: str
+    centroid: bytes  # float32 vector of the embedder the KB was built with
+    size: int
+
+
+@dataclass
+class KBIssue:
+    id: str
+    kind: str  # "parent" | "child"
+    parent: str | None
+    cluster_id: str
+    title: str
+    metadata: dict[str, str]  # attribute → a value, or "any" (every value)
+    position: int = 0
+    solution: dict[str, Any] | None = None
+    status: str = "pending"  # pending | ok | flagged | ungrounded
+    compliance: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class KBChunk:
+    id: str
+    doc_id: str
+    source: str
+    path: list[str]
+    text: str
+    context: str
+
+    @property
+    def indexed_text(self) -> str:
+        """What retrieval sees: the context, then the chunk (the seed concatenates both)."""
+        return f"{self.context}\n{self.text}"
+
+
+# -- writing -------------------------------------------------------------------------------
+def create_kb(store: SQLiteStore, record: KBRecord, *, replace: bool = False) -> None:
+    """Register a KB; an existing one is kept unless `replace` (then its rows are deleted)."""
+    now = _now()
+    with store.transaction() as c:
+        row = c.execute("SELECT created FROM kbs WHERE name = ?", (record.name,)).fetchone()
+        if row and not replace:
+            raise UserError(
+                f"a knowledge base named {record.name!r} already exists: add to it with `knowtree kb add`,"
+                " or rebuild it with --replace"
+            )
+        if row:
+            for table in ("kb_raw_issues", "kb_themes", "kb_clusters", "kb_issues", "kb_chunks"):
+                c.execute(f"DELETE FROM {table} WHERE kb = ?", (record.name,))
+            c.execute("DELETE FROM kbs WHERE name = ?", (record.name,))
+        c.execute(
+            "INSERT INTO kbs(name, domain, attributes_json, rules_json, settings_json, model, created, updated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.name,
+                record.domain,
+                json.dumps(record.attributes),
+                json.dumps(record.rules),
+                json.dumps(record.settings),
+                record.model,
+                row[0] if row else now,
+                now,
+            ),
+        )
+
+
+def save_parts(
+    store: SQLiteStore,
+    kb: str,
+    *,
+    raw: Sequence[KBRaw] = (),
+    themes: Sequence[KBTheme] = (),
+    clusters: Sequence[KBCluster] = (),
+    issues: Sequence[KBIssue] = (),
+    chunks: Sequence[KBChunk] = (),
+) -> None:
+    """Insert or update rows of a KB, all in one transaction."""
+    with store.transaction() as c:
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_raw_issues(kb, id, text, timestamp, cluster_id, issue_id, added)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(kb, r.id, r.text, r.timestamp, r.cluster_id, r.issue_id, _now()) for r in raw],
+        )
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_themes(kb, id, name) VALUES (?, ?, ?)",
+            [(kb, t.id, t.name) for t in themes],
+        )
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_clusters(kb, id, theme_id, seed_raw_id, centroid, size)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(kb, x.id, x.theme_id, x.seed_raw_id, x.centroid, x.size) for x in clusters],
+        )
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_issues(kb, id, kind, parent, cluster_id, position, title, meta_json,"
+            " solution_json, status, compliance_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    kb,
+                    i.id,
+                    i.kind,
+                    i.parent,
+                    i.cluster_id,
+                    i.position,
+                    i.title,
+                    json.dumps(i.metadata, sort_keys=True),
+                    json.dumps(i.solution) if i.solution is not None else None,
+                    i.status,
+                    json.dumps(i.compliance),
+                )
+                for i in issues
+            ],
+        )
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_chunks(kb, id, doc_id, source, path_json, text, context)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(kb, h.id, h.doc_id, h.source, json.dumps(h.path), h.text, h.context) for h in chunks],
+        )
+        c.execute("UPDATE kbs SET updated = ? WHERE name = ?", (_now(), kb))
+
+
+def save_solution(
+    store: SQLiteStore,
+    kb: str,
+    issue_id: str,
+    solution: dict[str, Any] | None,
+    status: str,
+    compliance: list[dict[str, Any]],
+) -> None:
+    with store.transaction() as c:
+        c.execute(
+            "UPDATE kb_issues SET solution_json = ?, status = ?, compliance_json = ? WHERE kb = ? AND id = ?",
+            (
+                json.dumps(solution) if solution is not None else None,
+                status,
+                json.dumps(compliance),
+                kb,
+                issue_id,
+            ),
+        )
+
+
+def mark_stale(store: SQLiteStore, kb: str, issue_ids: Sequence[str]) -> None:
+    """Solutions to re-ground (new documents touch them): kept, but marked `stale` until regenerated."""
+    with store.transaction() as c:
+        c.executemany(
+            "UPDATE kb_issues SET status = 'stale' WHERE kb = ? AND id = ? AND solution_json IS NOT NULL",
+            [(kb, i) for i in issue_ids],
+        )
+
+
+def delete_kb(store: SQLiteStore, name: str) -> None:
+    kb_record(store, name)
+    with store.transaction() as c:
+        for table in ("kb_raw_issues", "kb_themes", "kb_clusters", "kb_issues", "kb_chunks"):
+            c.execute(f"DELETE FROM {table} WHERE kb = ?", (name,))
+        c.execute("DELETE FROM kbs WHERE name = ?", (name,))
+
+
+# -- reading -------------------------------------------------------------------------------
+def kb_names(store: SQLiteStore) -> list[str]:
+    return [r[0] for r in store.query("SELECT name FROM kbs ORDER BY name")]
+
+
+def kb_record(store: SQLiteStore, name: str) -> KBRecord:
+    rows = store.query(
+        "SELECT name, domain, attributes_json, rules_json, settings_json, model, created, updated"
+        " FROM kbs WHERE name = ?",
+        (name,),
+    )
+    if not rows:
+        known = ", ".join(kb_names(store)) or "none"
+        raise NotFoundError(f"no knowledge base named {name!r} in {store.path} (knowledge bases: {known})")
+    r = rows[0]
+    return KBRecord(r[0], r[1], json.loads(r[2]), json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7])
+
+
+def load_raw(store: SQLiteStore, kb: str) -> list[KBRaw]:
+    rows = store.query(
+        "SELECT id, text, timestamp, cluster_id, issue_id FROM kb_raw_issues WHERE kb = ? ORDER BY rowid",
+        (kb,),
+    )
+    return [KBRaw(*r) for r in rows]
+
+
+def load_themes(store: SQLiteStore, kb: str) -> list[KBTheme]:
+    return [
+        KBTheme(*r) for r in store.query("SELECT id, name FROM kb_themes WHERE kb = ? ORDER BY rowid", (kb,))
+    ]
+
+
+def load_clusters(store: SQLiteStore, kb: str) -> list[KBCluster]:
+    rows = store.query(
+        "SELECT id, theme_id, seed_raw_id, centroid, size FROM kb_clusters WHERE kb = ? ORDER BY rowid", (kb,)
+    )
+    return [KBCluster(*r) for r in rows]
+
+
+def load_issues(store: SQLiteStore, kb: str) -> list[KBIssue]:
+    rows = store.query(
+        "SELECT id, kind, parent, cluster_id, title, meta_json, position, solution_json, status, compliance_json"
+        " FROM kb_issues WHERE kb = ? ORDER BY rowid",
+        (kb,),
+    )
+    return [
+        KBIssue(
+            id=r[0],
+            kind=r[1],
+            parent=r[2],
+            cluster_id=r[3],
+            title=r[4],
+            metadata=json.loads(r[5]),
+            position=r[6],
+            solution=json.loads(r[7]) if r[7] else None,
+            status=r[8],
+            compliance=json.loads(r[9]),
+        )
+        for r in rows
+    ]
+
+
+def load_chunks(store: SQLiteStore, kb: str) -> list[KBChunk]:
+    rows = store.query(
+        "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ? ORDER BY rowid",
+        (kb,),
+    )
+    return [KBChunk(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]

@@ -1,0 +1,499 @@
+"""Knowledge bases (AutoKB): inputs, clustering, subtrees, solutions, compliance, Algorithm 2,
+incremental adds and the CLI, with the shipped fakes (KeywordModel, FunctionModel) and the hash
+embedder. Small invented data only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+import knowtree
+from knowtree.build.kb import cluster
+from knowtree.build.kb.metadata import compare, keyword_metadata, metadata_model
+from knowtree.cli import app
+from knowtree.errors import InputError, UserError
+from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
+from knowtree.llm.base import Request
+from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.navigate.kb import hybrid_retrieve
+from knowtree.retrieve import Passage
+from knowtree.retrieve.kbindex import KBIndexes
+from knowtree.store.kb import KBIssue
+
+runner = CliRunner()
+
+ISSUES = [
+    ("h1", "My headphones will not pair over bluetooth with my android phone"),
+    ("h2", "headphones won't pair with android phone over bluetooth"),
+    ("h3", "Bluetooth pairing of the headphones fails with my iphone"),
+    ("b1", "The battery of the headphones drains very fast"),
+    ("b2", "headphones battery drains fast even when switched off"),
+    ("n1", "Noise cancelling makes a hissing sound in quiet rooms"),
+    ("n2", "hissing sound when noise cancelling is on in a quiet room"),
+]
+DOCS = [
+    {
+        "id": "pairing",
+        "title": "Pairing",
+        "text": "To pair the headphones, hold the power button for 7 seconds until the light flashes blue. "
+        "Then choose the headphones in the Bluetooth menu of your phone. Older Android phones may need the app.",
+    },
+    {
+        "id": "battery",
+        "title": "Battery",
+        "text": "A full charge lasts 30 hours. Turn off noise cancelling to save battery. "
+        "If the battery drains while switched off, update the firmware with the app.",
+    },
+    {
+        "id": "anc",
+        "title": "Noise cancelling",
+        "text": "A faint hiss in quiet rooms is normal with noise cancelling on. "
+        "Lower the noise cancelling level in the app to reduce the hiss.",
+    },
+]
+ATTRS = """
+domain = "wireless headphones support"
+[attributes.platform]
+description = "the phone the headphones are used with"
+values = ["android", "iphone"]
+[attributes.platform.keywords]
+iphone = ["ios", "apple"]
+[attributes.topic]
+values = ["bluetooth", "battery", "noise cancelling"]
+"""
+RULES = """
+[[rules]]
+id = "no-opening"
+text = "Never tell the user to open the headphones."
+forbidden = ["open the headphones"]
+[[rules]]
+text = "Only describe what the manual says."
+"""
+
+
+def write_inputs(tmp: Path, issues: list[tuple[str, str]] = ISSUES) -> dict[str, str]:
+    (tmp / "issues.jsonl").write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in issues) + "\n")
+    (tmp / "docs.jsonl").write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
+    (tmp / "attrs.toml").write_text(ATTRS)
+    (tmp / "rules.toml").write_text(RULES)
+    return {
+        k: str(tmp / f)
+        for k, f in (
+            ("issues", "issues.jsonl"),
+            ("docs", "docs.jsonl"),
+            ("attributes", "attrs.toml"),
+            ("rules", "rules.toml"),
+        )
+    }
+
+
+def build(tmp: Path, model: Any = "keyword", solutions: str = "lazy", **kw: Any) -> tuple[Any, Any]:
+    files = write_inputs(tmp)
+    kt = knowtree.open(tmp / "kb.db", model=model)
+    report = kt.kb("hp", embedder="hash").build(solutions=solutions, **files, **kw)
+    return kt, report
+
+
+# -- inputs ----------------------------------------------------------------------------------
+def test_raw_issues_jsonl_and_csv(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"id": "x", "text": "one"}\n\n"two words"\n')
+    issues = load_raw_issues(tmp_path / "a.jsonl")
+    assert (
+        [i.text for i in issues] == ["one", "two words"]
+        and issues[0].id == "x"
+        and issues[1].id.startswith("r")
+    )
+    (tmp_path / "b.csv").write_text("ticket,Question,date\n7,Screen is dark,2024-01-01\n8,No sound,\n")
+    rows = load_raw_issues(tmp_path / "b.csv")
+    assert [(r.id, r.text, r.timestamp) for r in rows] == [
+        ("7", "Screen is dark", "2024-01-01"),
+        ("8", "No sound", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "where"),
+    [
+        ("bad.jsonl", '{"text": "ok"}\n{"text": broken\n', "line 2"),
+        ("empty.jsonl", '{"text": "ok"}\n{"id": 3}\n', "line 2"),
+        ("nocol.csv", "id,body2\n1,x\n", "line 1"),
+        ("dup.jsonl", '{"id": 1, "text": "a"}\n{"id": 1, "text": "b"}\n', "twice"),
+    ],
+)
+def test_bad_raw_issue_files_name_file_and_line(tmp_path: Path, name: str, body: str, where: str) -> None:
+    (tmp_path / name).write_text(body)
+    with pytest.raises(InputError) as err:
+        load_raw_issues(tmp_path / name)
+    assert name in str(err.value) and where in str(err.value)
+
+
+def test_attribute_config_toml_yaml_and_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text(ATTRS)
+    config = load_attributes(tmp_path / "a.toml")
+    assert config.names() == ["platform", "topic"] and config.get("platform").keywords == {
+        "iphone": ["ios", "apple"]
+    }
+    (tmp_path / "a.yaml").write_text("domain: d\nattributes:\n  size: [small, large]\n")
+    assert load_attributes(tmp_path / "a.yaml").get("size").values == ["small", "large"]
+    for body, why in [
+        ("[attributes.x]\nvalues = []\n", "non-empty"),
+        ('[attributes.x]\nvalues = ["any"]\n', "reserved"),
+        ('domain = "d"\n', "no [attributes]"),
+        ('[attributes.x\nvalues = ["a"]\n', "line 1"),
+    ]:
+        (tmp_path / "bad.toml").write_text(body)
+        with pytest.raises(InputError) as err:
+            load_attributes(tmp_path / "bad.toml")
+        assert "bad.toml" in str(err.value) and why in str(err.value)
+
+
+def test_rules_text_and_toml(tmp_path: Path) -> None:
+    (tmp_path / "r.txt").write_text("# rules\n- See a doctor.\n2. No doses.\n\n")
+    assert [r.text for r in load_rules(tmp_path / "r.txt")] == ["See a doctor.", "No doses."]
+    (tmp_path / "r.toml").write_text(RULES)
+    rules = load_rules(tmp_path / "r.toml")
+    assert rules[0].forbidden == ["open the headphones"] and rules[1].id == "R2"
+    (tmp_path / "bad.toml").write_text('[[rules]]\nid = "x"\n')
+    with pytest.raises(InputError, match=r"bad\.toml: rule 1"):
+        load_rules(tmp_path / "bad.toml")
+
+
+def test_docs_records_and_markdown(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"doc_id": "Q1", "question": "What is X?", "answer": "X is Y."}) + "\n"
+    )
+    (tmp_path / "m.md").write_text("# Setup\nPlug it in.\n## Pairing\nHold the button.\n")
+    secs = load_kb_docs([str(tmp_path / "d.jsonl"), str(tmp_path / "m.md")])
+    assert secs[0].id == "Q1" and "X is Y." in secs[0].text
+    assert any(s.path == ["Setup", "Pairing"] and "Hold the button" in s.text for s in secs)
+    (tmp_path / "bad.jsonl").write_text("{}\n")
+    with pytest.raises(InputError, match=r"bad\.jsonl: line 1"):
+        load_kb_docs([str(tmp_path / "bad.jsonl")])
+
+
+# -- metadata and clustering -------------------------------------------------------------------
+def test_metadata_schema_is_constrained(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text(ATTRS)
+    config = load_attributes(tmp_path / "a.toml")
+    model = metadata_model(config)
+    assert model.model_json_schema()["properties"]["platform"]["enum"] == ["android", "iphone", "any"]
+    with pytest.raises(ValidationError):
+        model.model_validate({"platform": "windows phone", "topic": "battery"})
+    assert keyword_metadata("pairing fails with my Apple phone over bluetooth", config) == {
+        "platform": "iphone",
+        "topic": "bluetooth",
+    }
+
+
+def test_compare_exact_subset_mismatch() -> None:
+    q = {"platform": "android", "topic": "bluetooth"}
+    assert compare(q, dict(q)) == "exact"
+    assert compare(q, {"platform": "any", "topic": "bluetooth"}) == "subset"
+    assert compare(q, {"platform": "iphone", "topic": "bluetooth"}) == "mismatch"
+    assert (
+        compare({"platform": "any", "topic": "bluetooth"}, q) == "narrower"
+    )  # the query leaves platform unsaid
+    assert (
+        compare({"platform": "android", "topic": "any"}, {"platform": "any", "topic": "battery"})
+        == "narrower"
+    )
+
+
+def test_agglomerate_merges_only_above_threshold() -> None:
+    texts = [t for _, t in ISSUES]
+    sim = cluster.similarity(knowtree.retrieve.get_embedder("hash").embed(texts), cluster.tfidf(texts))
+    groups = cluster.agglomerate(sim, 0.3)
+    assert sorted(map(sorted, groups)) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert len(cluster.agglomerate(sim, 0.99)) == len(texts)
+    assert cluster.medoid(sim, [0, 1, 2]) in (0, 1)
+
+
+# -- build -----------------------------------------------------------------------------------
+def test_build_links_every_raw_issue_with_sublinear_calls(tmp_path: Path) -> None:
+    kt, report = build(tmp_path, threshold=0.15, join_threshold=0.3)
+    with kt:
+        assert (report.raw_issues, report.clusters, report.solutions) == (7, 3, 0)
+        assert report.themes >= 1 and report.parents == 3
+        assert report.usage.calls < report.raw_issues  # themes + assignment + subtree batches
+        rows = kt.kb("hp").export()
+        parents = [r for r in rows if r["kind"] == "parent"]
+        assert sorted(m for p in parents for m in p["members"]) == sorted(i for i, _ in ISSUES)
+        pairing = next(p for p in parents if "h1" in p["members"])
+        assert pairing["metadata"]["topic"] == "bluetooth" and pairing["metadata"]["platform"] == "any"
+        kids = [r for r in rows if r["parent"] == pairing["id"]]
+        assert {k["metadata"]["platform"] for k in kids} == {"android", "iphone"}
+        iphone = next(k for k in kids if k["metadata"]["platform"] == "iphone")
+        assert iphone["members"] == ["h3"]  # linked by its own words, not a sibling's
+        shown = kt.kb("hp").show()
+        assert sum(len(t["parents"]) for t in shown["themes"]) == 3 and shown["raw_issues"] == 7
+        with pytest.raises(UserError, match="already exists"):
+            kt.kb("hp", embedder="hash").build(**write_inputs(tmp_path))
+
+
+def test_eager_solutions_cite_verified_chunks(tmp_path: Path) -> None:
+    kt, report = build(tmp_path, solutions="eager", threshold=0.15, join_threshold=0.3)
+    with kt:
+        rows = kt.kb("hp").export()
+        assert report.solutions == len(rows)
+        for row in rows:
+            assert row["status"] == "ok" and row["citations"]
+            doc = next(d for d in DOCS if d["id"] == row["citations"][0]["doc_id"])
+            assert row["citations"][0]["quote"] in doc["text"]
+
+
+# -- Algorithm 2 ----------------------------------------------------------------------------
+def _tiny_kb() -> tuple[dict[str, KBIssue], KBIndexes]:
+    issues = {
+        "p": KBIssue(
+            "p", "parent", None, "c", "headphones do not pair", {"platform": "any", "topic": "bluetooth"}
+        ),
+        "a": KBIssue(
+            "a",
+            "child",
+            "p",
+            "c",
+            "headphones do not pair (android)",
+            {"platform": "android", "topic": "bluetooth"},
+            1,
+        ),
+        "i": KBIssue(
+            "i",
+            "child",
+            "p",
+            "c",
+            "headphones do not pair (iphone)",
+            {"platform": "iphone", "topic": "bluetooth"},
+            2,
+        ),
+        "x": KBIssue("x", "parent", None, "d", "battery drains", {"platform": "any", "topic": "battery"}),
+    }
+    idx = KBIndexes(":memory:", "t", "hash")
+    idx.add("issues", [Passage(i.id, i.title, doc=i.cluster_id) for i in issues.values()])
+    return issues, idx
+
+
+def test_hybrid_retrieval_match_types() -> None:
+    issues, idx = _tiny_kb()
+    # exact: the query's metadata equals the parent's
+    got = hybrid_retrieve(
+        "headphones do not pair", {"platform": "any", "topic": "bluetooth"}, issues, idx, k=1
+    )
+    assert (got[0].issue.id, got[0].match) == ("p", "exact")
+    # subset: the parent is broader; its android child matches exactly
+    trace: list[dict] = []
+    got = hybrid_retrieve(
+        "headphones do not pair", {"platform": "android", "topic": "bluetooth"}, issues, idx, k=1, trace=trace
+    )
+    assert (got[0].issue.id, got[0].match) == ("a", "child-exact")
+    # mismatch on a child: its parent is checked and the sibling matching exactly is taken
+    got = hybrid_retrieve(
+        "headphones do not pair (android)", {"platform": "iphone", "topic": "bluetooth"}, issues, idx, k=1
+    )
+    assert (got[0].issue.id, got[0].match, got[0].target) == ("i", "sibling-exact", "a")
+    # mismatch everywhere: discarded, and the fallback is said in the trace
+    trace = []
+    got = hybrid_retrieve(
+        "battery drains", {"platform": "any", "topic": "noise cancelling"}, issues, idx, k=1, trace=trace
+    )
+    assert got[0].match == "semantic" and any(s.get("step") == "fallback" for s in trace)
+    assert any("discarded" in s for s in trace)
+
+
+def test_ask_generates_lazy_solution_once(tmp_path: Path) -> None:
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
+    with kt:
+        answer = kt.kb("hp").ask("my headphones won't pair with my iphone over bluetooth")
+        assert answer.issue is not None and answer.issue.metadata["topic"] == "bluetooth"
+        assert answer.query_metadata == {"platform": "iphone", "topic": "bluetooth"}
+        assert (
+            answer.match in ("exact", "child-exact", "sibling-exact")
+            and answer.issue.metadata["platform"] == "iphone"
+        )
+        assert answer.status == "ok" and answer.solution and answer.solution["citations"]
+        assert "h3" in answer.members
+        calls = kt.store.run_usage  # the second ask reads the stored solution
+        again = kt.kb("hp").ask("my headphones won't pair with my iphone over bluetooth")
+        assert again.solution == answer.solution
+        assert any(s.get("step") == "solution" for s in answer.trace) and not any(
+            s.get("step") == "solution" for s in again.trace
+        )
+        assert calls
+
+
+# -- solutions and compliance ----------------------------------------------------------------
+def _model_with(solution_reply: Any, violated: list[int] | None = None) -> FunctionModel:
+    keyword = KeywordModel()
+    replies = list(solution_reply) if isinstance(solution_reply, list) else None
+
+    def reply(request: Request) -> Any:
+        if request.schema_name == "kb_solution":
+            return replies.pop(0) if replies else solution_reply
+        if request.schema_name == "kb_compliance":
+            return {"violated": violated or [], "reason": "checked"}
+        return keyword.reply(request)
+
+    return FunctionModel(reply, id="kbfake")
+
+
+def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path) -> None:
+    fake = {
+        "solution": "Hold the power button.",
+        "citations": [{"passage": 1, "quote": "press the secret reset pin"}],
+    }
+    kt, _ = build(tmp_path, model=_model_with(fake), solutions="eager", threshold=0.15, join_threshold=0.3)
+    with kt:
+        row = kt.kb("hp").export()[0]
+        assert row["status"] == "ungrounded" and row["citations"] == []
+
+
+def test_violation_is_fed_back_and_fixed(tmp_path: Path) -> None:
+    bad = {"solution": "Open the headphones and reseat the battery.", "citations": []}
+    good = {
+        "solution": "Hold the power button for 7 seconds until the light flashes blue.",
+        "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
+    }
+    model = _model_with([bad, good] * 20)
+    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
+    with kt:
+        row = kt.kb("hp").export()[0]
+        assert row["compliance"][0]["violations"][0]["rule"] == "no-opening"
+        assert len(row["compliance"]) == 2 and row["compliance"][1]["violations"] == []
+        prompts = [r.messages[-1].content for r in model.requests if r.schema_name == "kb_solution"]
+        assert any("rule no-opening" in p for p in prompts)
+
+
+def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
+    fake = {
+        "solution": "Hold the power button for 7 seconds.",
+        "citations": [{"passage": 1, "quote": "hold the power button"}],
+    }
+    kt, _ = build(tmp_path, model=_model_with(fake, violated=[2]), solutions="eager", threshold=0.15, join_threshold=0.3)
+    with kt:
+        row = kt.kb("hp").export()[0]
+        assert row["status"] == "flagged" and len(row["compliance"]) == 2
+        assert row["compliance"][1]["violations"][0]["check"] == "model"
+
+
+# -- incremental ---------------------------------------------------------------------------------
+def test_add_issues_join_or_open_clusters_and_docs_mark_stale(tmp_path: Path) -> None:
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
+    with kt:
+        kb = kt.kb("hp")
+        kb.ask("headphones battery drains fast")  # a stored (lazy) solution
+        (tmp_path / "more.jsonl").write_text(
+            json.dumps({"id": "b3", "text": "the headphones battery drains fast overnight"})
+            + "\n"
+            + json.dumps({"id": "w1", "text": "Water got into the charging case"})
+            + "\n"
+            + json.dumps(
+                {"id": "h1", "text": "My headphones will not pair over bluetooth with my android phone"}
+            )
+            + "\n"
+        )
+        report = kb.add(issues=str(tmp_path / "more.jsonl"))
+        assert (report.raw_issues, report.joined, report.clusters, report.skipped) == (2, 1, 1, 1)
+        rows = kb.export()
+        battery = next(r for r in rows if "b1" in r["members"])
+        assert "b3" in battery["members"] and any("w1" in r["members"] for r in rows if r["kind"] == "parent")
+        got = kb.ask("battery drains fast overnight", metadata="none", solve=False)
+        assert got.issue.id == battery["id"], (got.trace, rows)
+        (tmp_path / "new.jsonl").write_text(
+            json.dumps(
+                {
+                    "id": "battery2",
+                    "title": "Battery care",
+                    "text": "If the headphones battery drains fast, charge them fully once.",
+                }
+            )
+            + "\n"
+        )
+        report = kb.add(docs=[str(tmp_path / "new.jsonl")])
+        assert (
+            report.restale == 1
+            and next(r for r in kb.export() if r["id"] == battery["id"])["status"] == "stale"
+        )
+
+
+def test_bad_add_keeps_the_kb(tmp_path: Path) -> None:
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
+    with kt:
+        before = kt.kb("hp").export()
+        (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\nnot json\n')
+        with pytest.raises(InputError, match=r"bad\.jsonl: line 2"):
+            kt.kb("hp").add(issues=str(tmp_path / "bad.jsonl"))
+        assert kt.kb("hp").export() == before
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+def test_cli_build_ask_show_export(tmp_path: Path) -> None:
+    files = write_inputs(tmp_path)
+    db = str(tmp_path / "kb.db")
+    base = ["--db", db, "--model", "keyword"]
+    out = runner.invoke(
+        app,
+        [
+            "kb",
+            "build",
+            "hp",
+            "--issues",
+            files["issues"],
+            "--docs",
+            files["docs"],
+            "--attributes",
+            files["attributes"],
+            "--rules",
+            files["rules"],
+            "--embedder",
+            "hash",
+            "--threshold",
+            "0.4",
+            "-q",
+            *base,
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "7 raw issues" in out.output and "model calls" in out.output
+    out = runner.invoke(app, ["kb", "ask", "hp", "battery drains fast", "--json", *base])
+    data = json.loads(out.output)
+    assert data["issue"]["id"] and data["match"] and data["solution"] and data["trace"]
+    out = runner.invoke(app, ["kb", "export", "hp", "--format", "jsonl", "--db", db])
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert data["issue"]["id"] in {r["id"] for r in rows} and all("members" in r for r in rows)
+    out = runner.invoke(app, ["kb", "show", "hp", "--db", db])
+    assert out.exit_code == 0 and "●" in out.output and "solution: ok" in out.output
+    (tmp_path / "bad.toml").write_text("[attributes]\n")
+    out = runner.invoke(
+        app,
+        [
+            "kb",
+            "build",
+            "hp2",
+            "--issues",
+            files["issues"],
+            "--docs",
+            files["docs"],
+            "--attributes",
+            str(tmp_path / "bad.toml"),
+            "--rules",
+            files["rules"],
+            *base,
+        ],
+    )
+    assert out.exit_code == 1 and "bad.toml" in out.output
+
+
+def test_lone_raw_issues_cost_no_subtree_call(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+    model = FunctionModel(keyword.reply, id="counting")
+    kt, report = build(tmp_path, model=model, threshold=0.99)  # every raw issue alone
+    with kt:
+        assert report.clusters == len(ISSUES) and report.children == 0
+        assert not [r for r in model.requests if r.schema_name == "kb_subtree"]
+        rows = kt.kb("hp").export()
+        assert {r["title"] for r in rows} == {t for _, t in ISSUES}
+        assert next(r for r in rows if r["members"] == ["h3"])["metadata"]["platform"] == "iphone"

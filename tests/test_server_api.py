@@ -61,7 +61,7 @@ def test_build_list_outline_node_search_ask_retrieve_ledger(built: TestClient) -
     assert search_mode.status_code == 200
 
     ev = c.post("/v1/trees/notes/retrieve", json={"question": "Who chose PostgreSQL?", "budget_tokens": 200}).json()
-    assert ev["method"] == "bm25" and ev["evidence"][0]["citation"]["file"].endswith("database.md")
+    assert ev["method"] == "tree" and ev["evidence"][0]["citation"]["file"].endswith("database.md")
     assert sum(len(e["text"]) for e in ev["evidence"]) <= 800
 
     runs = c.get("/v1/ledger", params={"tree": "notes"}).json()

@@ -39,7 +39,9 @@ def retrieve(
         return ("tree" if use_model else "hybrid"), [message_evidence(t.name, r) for r in rows]
     library = getattr(t, "retrieve", None)
     if callable(library):  # the tree index's own retrieval, when the library offers it
-        return "tree", [_from_library(t, item) for item in library(question, budget_tokens=budget_tokens)]
+        found = [_from_library(t, item) for item in library(question, budget_tokens=budget_tokens)]
+        # the library packs in document order; a retriever hands back the best evidence first
+        return "tree", sorted(found, key=lambda e: -(e.score or 0.0))
     return "bm25", lexical(kt, t, question, budget_tokens)
 
 

@@ -341,3 +341,20 @@ def test_a_pdf_collection_is_retrieved_by_page_with_its_documents_metadata(tmp_p
     assert c.file.endswith("beta.pdf") and c.page_start is not None and c.page_start <= 2 <= (c.page_end or 0)
     assert "9 million" in best.text and "report\nRevenue" in best.text  # neighbouring pages merged
     assert any("company: Beta" in x and "beta.pdf > Report" in x for x in contexts)  # metadata, breadcrumb
+
+
+def test_removing_a_tree_removes_its_index(tmp_path: Path) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        kt.build(paths[:1], tree="u")
+        assert _rows(kt, "t") and _rows(kt, "u")
+        kt.store.delete_tree("t")
+        assert not _rows(kt, "t") and _rows(kt, "u")
+        left = kt.store.read(
+            lambda c: [
+                c.execute(f"SELECT count(*) FROM {table} WHERE tree = 't'").fetchone()[0]
+                for table in ("tree_index_fts", "tree_index_vec", "tree_index_state")
+            ]
+        )
+        assert left == [0, 0, 0]

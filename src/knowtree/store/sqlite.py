@@ -141,10 +141,13 @@ class SQLiteStore:
             ) from exc
 
     def delete_tree(self, name: str) -> None:
+        from knowtree.retrieve.treeindex import drop_entries
+
         with self._tx() as c:
             if not c.execute("SELECT 1 FROM trees WHERE name = ?", (name,)).fetchone():
                 raise NotFoundError(f"no tree named {name!r} in {self.path}")
             _delete_tree_fts(c, name)
+            drop_entries(c, name)  # its contextual index (retrieve/treeindex.py) goes with it
             c.execute("DELETE FROM trees WHERE name = ?", (name,))
 
     def tree_exists(self, name: str) -> bool:

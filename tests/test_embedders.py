@@ -158,3 +158,27 @@ def test_weighted_rank_fusion_by_hand() -> None:
     fused = dict(reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.5)))
     assert abs(fused["b"] - (1 / 7 + 0.5 / 6)) < 1e-12 and max(fused, key=fused.__getitem__) == "b"
     assert [p for p, _ in reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.0))] == ["a", "b"]
+
+
+def test_hybrid_takes_the_embedders_tuned_fusion() -> None:
+    from knowtree.retrieve.bm25 import LexicalIndex
+    from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C, HybridIndex
+    from knowtree.retrieve.vectors import VectorIndex
+
+    class Tuned(HashEmbedder):
+        fusion = (42, 2.5)
+
+    with (
+        LexicalIndex(":memory:", name="t") as lexical,
+        VectorIndex(":memory:", name="t", embedder=Tuned(32)) as vec,
+    ):
+        assert (HybridIndex(lexical, vec).c, HybridIndex(lexical, vec).embedding_weight) == (42, 2.5)
+        assert HybridIndex(lexical, vec, c=7, embedding_weight=0.1).c == 7
+    with (
+        LexicalIndex(":memory:", name="t") as lexical,
+        VectorIndex(":memory:", name="t", embedder="hash") as vec,
+    ):
+        assert (HybridIndex(lexical, vec).c, HybridIndex(lexical, vec).embedding_weight) == (
+            RRF_C,
+            EMBEDDING_WEIGHT,
+        )

@@ -255,7 +255,8 @@ class Memory:
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
         prompt. A long message is read in passages: its `content` is then the passages read, joined
         by " … ", and `passages` their [start, end) character ranges in the message.
-        `use_model=False` uses the tree as an index alone (no model call)."""
+        `use_model=False`: the tree as an index (`Tree.retrieve`'s core, no model call), each
+        message with its evidence item's score."""
         if not use_model:
             return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))

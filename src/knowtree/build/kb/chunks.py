@@ -28,7 +28,7 @@ CHUNK_CHARS = 1500
 
 
 class ChunkContext(BaseModel):
-    context: str = Field(max_length=400, description="one sentence situating the chunk in its document")
+    context: str = Field(max_length=300, description="one sentence situating the chunk in its document")
 
 
 def chunk_sections(sections: Sequence[DocSection], *, size: int = CHUNK_CHARS) -> list[KBChunk]:

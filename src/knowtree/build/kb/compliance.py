@@ -45,8 +45,8 @@ def judgment_model(rules: int) -> type[BaseModel]:
     return create_model(
         f"ComplianceJudgment{rules}",
         __config__=ConfigDict(extra="ignore"),
-        violated=(list[number], Field(default_factory=list, max_length=rules)),  # type: ignore[valid-type]
-        reason=(str, Field(default="", max_length=300)),
+        violated=(list[number], Field(default_factory=list)),  # type: ignore[valid-type]
+        reason=(str, Field(default="", max_length=200)),
     )
 
 

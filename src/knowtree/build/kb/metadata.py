@@ -29,9 +29,10 @@ def metadata_model(config: AttributeConfig, *, name: str = "IssueMetadata") -> t
 
 
 def variants_model(config: AttributeConfig) -> type[BaseModel]:
-    """{attribute: [values...]}: the values child issues take, per attribute (≤ 3 each)."""
+    """{attribute: [values...]}: the values child issues take, per attribute (no maxItems: the
+    embedded engine's grammar repeats rules per item; the subtree keeps at most MAX_CHILDREN)."""
     fields: dict[str, Any] = {
-        a.name: (list[Literal[tuple(a.values)]], Field(default_factory=list, max_length=3))  # type: ignore[misc]
+        a.name: (list[Literal[tuple(a.values)]], Field(default_factory=list))  # type: ignore[misc]
         for a in config.attributes
     }
     return create_model("IssueVariants", __config__=ConfigDict(extra="ignore"), **fields)

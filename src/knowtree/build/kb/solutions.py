@@ -27,6 +27,12 @@ from knowtree.store.kb import KBChunk, KBIssue
 TOP_K = 5
 CHUNK_SHOWN = 700
 QUOTE_MIN = 0.9
+MAX_CITATIONS = 3
+# Grammar limits of the embedded engine (llama.cpp): a string's maxLength and an array's maxItems
+# expand into repeated grammar rules, and a 1,500-character solution beside an array of quoted
+# citations made it refuse the grammar ("number of rules ... repeated ... exceeds sane defaults").
+# So: strings ≤ 700 characters (as the rest of knowtree), arrays of objects unbounded in the schema
+# and cut to MAX_CITATIONS here.
 MIN_QUOTE_WORDS = 4  # "Bixby" is found in half the manual: a citation must quote a real statement  # share of the quote's words found in one stretch of the chunk
 
 
@@ -36,13 +42,13 @@ def solution_model(chunks: int) -> type[BaseModel]:
         "SolutionCitation",
         __config__=ConfigDict(extra="ignore"),
         passage=(number, ...),
-        quote=(str, Field(max_length=240)),
+        quote=(str, Field(max_length=200)),
     )
     return create_model(
         f"Solution{chunks}",
         __config__=ConfigDict(extra="ignore"),
-        solution=(str, Field(min_length=1, max_length=1500)),
-        citations=(list[citation], Field(default_factory=list, max_length=3)),  # type: ignore[valid-type]
+        solution=(str, Field(min_length=1, max_length=700)),
+        citations=(list[citation], Field(default_factory=list)),  # type: ignore[valid-type]
     )
 
 
@@ -95,7 +101,7 @@ def generate(
         purpose="kb_solution",
         max_tokens=450,
     ).value
-    cited, unverified = verify_citations(reply.citations, passages)
+    cited, unverified = verify_citations(reply.citations[:MAX_CITATIONS], passages)
     return {
         "text": reply.solution.strip(),
         "citations": cited,

@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--judges", default="oracle,all-no,all-yes")
     args = ap.parse_args()
     options = nav.NavOptions(candidates=args.candidates, rounds=args.rounds)
-    navmethod.nav_method = lambda p: navmethod.NavMethod(
+    navmethod.nav_method = lambda p, judge_only=False: navmethod.NavMethod(
         k=p.k, budget=p.budget, answer=p.answer, options=options
     )
 

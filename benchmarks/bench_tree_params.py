@@ -38,7 +38,13 @@ def main() -> None:
     ap.add_argument("params", nargs="*", default=["{}"])
     ap.add_argument("--embedder", default="default", help='"none": BM25 only')
     ap.add_argument("--data", default=None)
+    ap.add_argument(
+        "--flat-pieces", action="store_true", help="baseline: BM25 over the same pieces, no context, no tree"
+    )
     args = ap.parse_args()
+    if args.flat_pieces:
+        flat_pieces(args.kind, args.data)
+        return
     dense = args.embedder != "none"
     grid = [json.loads(p) for p in args.params]
     ds = load_dataset(args.kind, args.data or DATA / FILES[args.kind])
@@ -65,6 +71,36 @@ def main() -> None:
         shown = " ".join(f"{k}={sum(out[k]) / len(out[k]):.3f}" for k in SHOWN if out.get(k))
         print(json.dumps(overrides), shown)
     print(f"{args.kind}, embedder {args.embedder}: {time.perf_counter() - started:.0f}s")
+
+
+def flat_pieces(kind: str, data: str | None) -> None:
+    """The control for piece size: each passage cut into the same pieces, ranked by BM25 alone."""
+    from knowtree.retrieve.bm25 import LexicalIndex, Passage
+    from knowtree.retrieve.context import split_pieces
+
+    ds = load_dataset(kind, data or DATA / FILES[kind])
+    out: dict[str, list[float]] = {}
+    for cid, corpus in ds.corpora.items():
+        ctx = CorpusContext(corpus)
+        of: dict[str, str] = {}
+        with LexicalIndex(":memory:") as index:
+            pieces = []
+            for pid, passage in corpus.passages.items():
+                for j, (_, text) in enumerate(split_pieces(passage.text) or [(0, passage.text)]):
+                    of[f"{pid}##{j}"] = pid
+                    pieces.append(Passage(f"{pid}##{j}", text))
+            index.add(pieces)
+            texts = {p.id: p.text for p in pieces}
+            for case in (c for c in ds.cases if c.corpus == cid):
+                ranked = [p for p, _ in index.search(case.question, 5000)]
+                lengths = [ctx.tokens(texts[p]) for p in ranked]
+                metrics = retrieval_metrics(
+                    case, ctx, [of[p] for p in ranked], k=5, budget=2048, lengths=lengths
+                )
+                for key, value in metrics.items():
+                    if value is not None:
+                        out.setdefault(key, []).append(value)
+    print("flat BM25 pieces", " ".join(f"{k}={sum(out[k]) / len(out[k]):.3f}" for k in SHOWN if out.get(k)))
 
 
 if __name__ == "__main__":

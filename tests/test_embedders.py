@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from importlib import metadata
 from pathlib import Path
 
@@ -15,19 +16,13 @@ from knowtree.retrieve.embedders.base import WeightFile, WeightFileError, requir
 from knowtree.retrieve.embedders.onnx import OnnxEmbedder, OnnxSpec
 
 
-def _installed(name: str) -> bool:
-    try:
-        factory = EMBEDDERS[name]
-        factory()
-    except ConfigError as exc:
-        if "is not installed" in str(exc):
-            return False
-        raise
-    return True
+def _installed(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
+# the default (m2v-minilm) ships inside knowtree and needs only tokenizers and numpy
 needs_default = pytest.mark.skipif(
-    not _installed(DEFAULT_EMBEDDER), reason=f"the default embedder ({DEFAULT_EMBEDDER}) is not installed"
+    not _installed("tokenizers", "numpy"), reason="the [embed] extra (tokenizers) is not installed"
 )
 
 
@@ -139,11 +134,44 @@ def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path) -> None:
 
 
 def test_default_without_tokenizers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real(name, *a)
     )
     with pytest.raises(ConfigError, match=r'is not installed: pip install "knowtree\[embed\]"$'):
         EMBEDDERS[DEFAULT_EMBEDDER]()
+
+
+def test_weighted_rank_fusion_by_hand() -> None:
+    from knowtree.retrieve.hybrid import reciprocal_rank_fusion
+
+    lexical, dense = ["a", "b"], ["b", "c"]
+    # c = 5: a = 1/6, b = 1/7 + w/6, c = w/7
+    assert [p for p, _ in reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.1))] == ["a", "b", "c"]
+    fused = dict(reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.5)))
+    assert abs(fused["b"] - (1 / 7 + 0.5 / 6)) < 1e-12 and max(fused, key=fused.__getitem__) == "b"
+    assert [p for p, _ in reciprocal_rank_fusion([lexical, dense], 5, weights=(1.0, 0.0))] == ["a", "b"]
+
+
+def test_hybrid_takes_the_embedders_tuned_fusion() -> None:
+    from knowtree.retrieve.bm25 import LexicalIndex
+    from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C, HybridIndex
+    from knowtree.retrieve.vectors import VectorIndex
+
+    class Tuned(HashEmbedder):
+        fusion = (42, 2.5)
+
+    with (
+        LexicalIndex(":memory:", name="t") as lexical,
+        VectorIndex(":memory:", name="t", embedder=Tuned(32)) as vec,
+    ):
+        assert (HybridIndex(lexical, vec).c, HybridIndex(lexical, vec).embedding_weight) == (42, 2.5)
+        assert HybridIndex(lexical, vec, c=7, embedding_weight=0.1).c == 7
+    with (
+        LexicalIndex(":memory:", name="t") as lexical,
+        VectorIndex(":memory:", name="t", embedder="hash") as vec,
+    ):
+        assert (HybridIndex(lexical, vec).c, HybridIndex(lexical, vec).embedding_weight) == (
+            RRF_C,
+            EMBEDDING_WEIGHT,
+        )

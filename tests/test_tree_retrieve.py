@@ -341,3 +341,37 @@ def test_a_pdf_collection_is_retrieved_by_page_with_its_documents_metadata(tmp_p
     assert c.file.endswith("beta.pdf") and c.page_start is not None and c.page_start <= 2 <= (c.page_end or 0)
     assert "9 million" in best.text and "report\nRevenue" in best.text  # neighbouring pages merged
     assert any("company: Beta" in x and "beta.pdf > Report" in x for x in contexts)  # metadata, breadcrumb
+
+
+def test_chat_add_with_no_summaries_then_retrieve_from_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    lines = [
+        {"role": "user", "name": "Ann", "content": f"Note {i} about the garden.", "timestamp": "1 May 2023"}
+        for i in range(10)
+    ] + [{"role": "user", "name": "Ann", "content": "Beth moved to Lisbon.", "timestamp": "2 May 2023"}]
+    (tmp_path / "chat.jsonl").write_text("\n".join(json.dumps(m) for m in lines) + "\n", encoding="utf-8")
+    cli = CliRunner()
+    added = cli.invoke(
+        app,
+        [
+            "chat",
+            "add",
+            "mem",
+            "chat.jsonl",
+            "--db",
+            "kb.db",
+            "--model",
+            "keyword",
+            "--summaries",
+            "none",
+            "--json",
+        ],
+    )
+    assert added.exit_code == 0, (added.stdout, added.exception)
+    assert json.loads(added.stdout)["usage"]["calls"] == 0
+    shown = cli.invoke(
+        app, ["ask", "mem", "Where did Beth move?", "--db", "kb.db", "--mode", "retrieve", "--no-answer"]
+    )
+    assert shown.exit_code == 0 and "Lisbon" in shown.stdout and "mem:11" in shown.stdout

@@ -84,7 +84,9 @@ def build(
     ] = None,
     summaries: Annotated[
         str | None,
-        typer.Option(help="none (no model call: titles or positions only; any tree) | lazy | eager | auto [default: auto]"),
+        typer.Option(
+            help="none (no model call: titles or positions only; any tree) | lazy | eager | auto [default: auto]"
+        ),
     ] = None,
     max_pages: Annotated[int | None, typer.Option(help="pages per leaf of a PDF tree [default: 2]")] = None,
     meta: Annotated[
@@ -173,7 +175,8 @@ def ask(
         typer.Option(help="collections: how to pick documents: auto | describe | metadata | semantic"),
     ] = None,
     budget: Annotated[
-        int | None, typer.Option(help="tree search: tokens of section text to read [default: 3000]")
+        int | None,
+        typer.Option(help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048]"),
     ] = None,
 ) -> None:
     """Answer a question by navigating the tree; prints the answer, its status and citations."""

@@ -38,6 +38,10 @@ def add(
     max_children: Annotated[
         int | None, typer.Option("--max-children", help="children per topic before it is split [default: 8]")
     ] = None,
+    summaries: Annotated[
+        str | None,
+        typer.Option(help="none: topics by position, no model call (retrievable with ask --mode retrieve)"),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -45,7 +49,14 @@ def add(
     from knowtree.cli_progress import BuildProgress
 
     def go() -> None:
-        kt = _open(db=db, model=model, base_url=base_url, threads=threads, max_children=max_children)
+        kt = _open(
+            db=db,
+            model=model,
+            base_url=base_url,
+            threads=threads,
+            max_children=max_children,
+            summaries=summaries,
+        )
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.memory(name).add_file(
                 file,

@@ -240,7 +240,8 @@ class Memory:
     ) -> list[dict[str, Any]]:
         """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
         tree selects for `question`, within `budget_tokens`, in time order: for an application's own
-        prompt. `use_model=False` uses hybrid search alone (no model call)."""
+        prompt. `use_model=False`: the tree as an index (`Tree.retrieve`'s core, no model call), each
+        message with its evidence item's score."""
         if not use_model:
             return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))

@@ -218,6 +218,6 @@ def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:
 
 
 def _position_title(kids: Sequence[Node]) -> str:
-    """A branch's title without a model: the files and lines its leaves span."""
-    spans = merge_spans([sp for k in kids for sp in k.spans])
-    return "; ".join(f"{sp.file} lines {sp.line_start}-{sp.line_end}" for sp in spans)
+    """A branch's title without a model: the files its leaves come from (not their line numbers,
+    which every edit above them would change, and with them the context of every piece below)."""
+    return "; ".join(dict.fromkeys(sp.file for k in kids for sp in k.spans))

@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.navigate.search import Retrieved, SearchOptions, TreeSearch
-from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span
+from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span, TreeInfo
 
 if TYPE_CHECKING:
-    from knowtree.pipeline import Tree
     from knowtree.retrieve.treesearch import Evidence
+
+
+class IndexedTree(Protocol):
+    """What answering from the index needs of a tree (`pipeline.Tree` is one)."""
+
+    kt: Any  # the KnowTree: its model, store and clients
+    name: str
+    info: TreeInfo
+
+    @property
+    def nodes(self) -> dict[str, Node]: ...
+
+    def retrieve(self, question: str, *, budget_tokens: int = ..., embedder: Any = ...) -> list[Evidence]: ...
+
 
 DEFAULT_BUDGET = 2048
 
@@ -51,7 +64,7 @@ def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) ->
 
 
 def answer_from_index(
-    tree: Tree,
+    tree: IndexedTree,
     question: str,
     *,
     budget_tokens: int | None = None,

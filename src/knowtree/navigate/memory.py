@@ -154,10 +154,11 @@ class HybridScorer:
     """Weighted reciprocal-rank fusion of BM25 and embedding similarity over every node of a memory.
 
     BM25 runs on an in-memory FTS5 index (porter stemming) of the messages and the topics' names,
-    summaries and metadata, built on first use. The weights are BM25 1.0, embeddings 0.3: with the
-    shipped static embedder, evidence-turn hit rate at 400 tokens on the five LoCoMo dev conversations
-    was BM25 0.668, embeddings 0.305, equal-weight fusion 0.540, 1.0/0.3 fusion 0.665 (mean), so
-    embeddings only break BM25's near-ties. A stronger embedder can be given a larger weight.
+    summaries and metadata, built on first use. The weights are BM25 1.0 and the embedding's
+    `EMBEDDING_WEIGHT` with the RRF constant `RRF_C` (retrieve/hybrid.py, tuned on the dev sets for
+    the default embedder; with the earlier 64-dim static model 1.0/0.3 at c = 60 was best here:
+    evidence-turn hit rate at 400 tokens on the five LoCoMo dev conversations BM25 0.668, embeddings
+    0.305, 1.0/0.3 fusion 0.665).
     """
 
     def __init__(

@@ -212,8 +212,9 @@ def tree_entries(
                 order += 1
             if single:
                 return [node.text]
-            # a leaf of several pieces is an entry too: its metadata, or its whole text without one
-            whole = _meta_text(node) or node.text
+            # a leaf of several pieces is an entry too, by its metadata (its text is in its pieces:
+            # indexing it again would double the index for no measured gain)
+            whole = _meta_text(node)
             entries.append(
                 Entry(
                     id=node.id, node=node.id, parent=parent, leaf=False, order=-1, text=whole, context=context

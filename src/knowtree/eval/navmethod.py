@@ -36,17 +36,11 @@ class NavMethod(TreeMethod):
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         from knowtree.eval.runtime import answer_from_text
         from knowtree.navigate.nav import navigate
-        from knowtree.retrieve.treesearch import default_params, pack_evidence, rank_tree
+        from knowtree.retrieve.treesearch import pack_evidence
 
         started = time.perf_counter()
         built = self.built(ctx)
-        ranking = rank_tree(
-            built.index,
-            case.question,
-            embedder=self.embedder,
-            params=self.params or default_params(built.kind),
-            shape=built.shape,
-        )
+        ranking = self.rank(built, case.question)
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treescore import TreeShape
+    from knowtree.retrieve.treesearch import Ranking
     from knowtree.store import SQLiteStore
 
 GROUP = 8  # children per inner node when the dataset gives no structure (knowtree's max_children)
@@ -245,18 +246,22 @@ class TreeMethod:
         self._built = {ctx.corpus.id: built}
         return built
 
-    def run(self, case: Case, ctx: CorpusContext) -> Record:
+    def rank(self, built: Built, question: str) -> Ranking:
+        """The LLM-free tree ranking of `question` over a corpus's tree (what `nav` starts from)."""
         from knowtree.retrieve.treesearch import default_params, rank_tree
 
-        started = time.perf_counter()
-        built = self.built(ctx)
-        ranking = rank_tree(
+        return rank_tree(
             built.index,
-            case.question,
+            question,
             embedder=self.embedder,
             params=self.params or default_params(built.kind),
             shape=built.shape,
         )
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record:
+        started = time.perf_counter()
+        built = self.built(ctx)
+        ranking = self.rank(built, case.question)
         ranked = [built.piece_passage[p] for p in ranking.pieces]
         lengths = [built.piece_tokens[p] for p in ranking.pieces]
         record = base_record(case, self.name)

@@ -17,6 +17,7 @@ from knowtree.navigate.search import Retrieved, SearchOptions, TreeSearch
 from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span, TreeInfo
 
 if TYPE_CHECKING:
+    from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treesearch import Evidence
 
 
@@ -63,6 +64,28 @@ def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) ->
     return out
 
 
+def answer_over_evidence(
+    tree_nodes: dict[str, Node],
+    evidence: Sequence[Evidence],
+    question: str,
+    client: LLMClient,
+    budget: int,
+    on_step: Callable[[NavStep], None] | None = None,
+) -> Answer:
+    """One quote-verified answer call over packed evidence (tree search's answer step), citing the
+    real leaves rather than the evidence views of them."""
+    nodes = evidence_nodes(tree_nodes, evidence)
+    searcher = TreeSearch(nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step)
+    got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
+    answer = searcher.answer(question.strip(), got)
+    for c in answer.citations:
+        c.node_id = c.node_id.split("#e", 1)[0]
+    for part in answer.parts:
+        if isinstance(part.get("node_id"), str):
+            part["node_id"] = part["node_id"].split("#e", 1)[0]
+    return answer
+
+
 def answer_from_index(
     tree: IndexedTree,
     question: str,
@@ -87,18 +110,8 @@ def answer_from_index(
         )
         if on_step:
             on_step(first)
-        nodes = evidence_nodes(tree.nodes, evidence)
-        searcher = TreeSearch(
-            nodes, kt.client(run_id), SearchOptions(budget_tokens=budget, answer=True), on_step=on_step
-        )
-        got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
-        answer = searcher.answer(question.strip(), got)
+        answer = answer_over_evidence(tree.nodes, evidence, question, kt.client(run_id), budget, on_step)
         answer.trace = [first, *answer.trace]
-        for c in answer.citations:  # cite the real leaf, not the evidence view of it
-            c.node_id = c.node_id.split("#e", 1)[0]
-        for part in answer.parts:
-            if isinstance(part.get("node_id"), str):
-                part["node_id"] = part["node_id"].split("#e", 1)[0]
         answer.usage.seconds = time.monotonic() - started
     except BaseException:
         kt.store.finish_run(run_id, "failed")

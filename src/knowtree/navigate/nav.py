@@ -342,8 +342,7 @@ def ask_nav(
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
     """Tree scores → judged beam → packed evidence → one quote-verified answer call."""
-    from knowtree.navigate.indexed import DEFAULT_BUDGET, evidence_nodes
-    from knowtree.navigate.search import Retrieved, SearchOptions, TreeSearch
+    from knowtree.navigate.indexed import DEFAULT_BUDGET, answer_over_evidence
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treesearch import (
         default_params,
@@ -379,18 +378,8 @@ def ask_nav(
         )
         if on_step:
             on_step(read)
-        nodes = evidence_nodes(tree.nodes, evidence)
-        searcher = TreeSearch(
-            nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step
-        )
-        got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
-        answer = searcher.answer(question.strip(), got)
+        answer = answer_over_evidence(tree.nodes, evidence, question, client, budget, on_step)
         answer.trace = [*nav.steps, read, *answer.trace]
-        for c in answer.citations:  # cite the real leaf, not the evidence view of it
-            c.node_id = c.node_id.split("#e", 1)[0]
-        for part in answer.parts:
-            if isinstance(part.get("node_id"), str):
-                part["node_id"] = part["node_id"].split("#e", 1)[0]
         answer.usage = client.usage.model_copy()
         answer.usage.seconds = time.monotonic() - started
     except BaseException:

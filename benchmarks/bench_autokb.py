@@ -167,7 +167,7 @@ def main() -> None:
 
     # flat baselines over raw issues and raw chunks, same k
     raw = load_raw_issues(files["issues"])
-    from knowtree.build.kb.chunks import chunk_sections
+    from knowtree.construct.kb.chunks import chunk_sections
 
     chunks = chunk_sections(load_kb_docs([str(d) for d in files["docs"]]))
     by_id = {c.id: c for c in chunks}

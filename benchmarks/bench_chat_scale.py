@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from knowtree.llm.testing import KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.core import KnowTree
+from knowtree.testing.models import KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 
 VOCAB = "paris cat meeting tom hiking friday coffee support group moved deploy database job".split()

@@ -59,7 +59,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import knowtree
-    from knowtree.build.toc import page_windows
+    from knowtree.construct.toc import page_windows
     from knowtree.ingest.pdf import load_pdf
     from knowtree.ingest.structure import StructuredDocument, join_pages
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 def passages(data: Path, n: int) -> dict[str, list[str]]:
-    from knowtree.eval.datasets import load_financebench, load_locomo
+    from knowtree_eval.datasets import load_financebench, load_locomo
 
     loco = load_locomo(data / "locomo_dev.json")
     short = [p.text for c in loco.corpora.values() for p in c.passages.values()][:n]

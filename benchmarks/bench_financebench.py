@@ -109,9 +109,9 @@ def main() -> int:
     args = ap.parse_args()
 
     import knowtree
+    from knowtree.answer.modes import ask_structured
+    from knowtree.answer.walk import WalkOptions
     from knowtree.errors import KnowtreeError
-    from knowtree.navigate.modes import ask_structured
-    from knowtree.navigate.walk import WalkOptions
 
     docs = [d for d in args.docs.split(",") if d]
     questions = load_questions(docs)

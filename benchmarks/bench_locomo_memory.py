@@ -32,13 +32,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from knowtree.eval.datasets import load_locomo
-from knowtree.eval.judge import judge_answer
+from knowtree.answer.memory import ANSWER_SCHEMA, _Reply, approx_tokens
+from knowtree.core import KnowTree
 from knowtree.llm.base import Message
-from knowtree.navigate.memory import ANSWER_SCHEMA, _Reply, approx_tokens
-from knowtree.pipeline import KnowTree
 from knowtree.prompts import render
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
+from knowtree_eval.datasets import load_locomo
+from knowtree_eval.judge import judge_answer
 
 
 def fill(ranked: list[str], texts: dict[str, str], budget: int) -> list[str]:

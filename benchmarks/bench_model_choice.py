@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import knowtree
+from knowtree.answer.walk import Walker, WalkOptions, _State
 from knowtree.llm.client import LLMClient
-from knowtree.navigate.walk import Walker, WalkOptions, _State
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
 

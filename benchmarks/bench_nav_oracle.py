@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import knowtree.eval.navmethod as navmethod
-import knowtree.navigate.nav as nav
-from knowtree.eval.runner import run_eval
-from knowtree.llm.testing import FunctionModel
+import knowtree.answer.nav as nav
+import knowtree_eval.navmethod as navmethod
+from knowtree.testing.models import FunctionModel
+from knowtree_eval.runner import run_eval
 
 CURRENT: dict[str, Any] = {}
 
@@ -70,7 +70,7 @@ def main() -> None:
             return out
 
         fake = FunctionModel(grade, id=f"judge-{policy['name']}")
-        from knowtree.pipeline import KnowTree
+        from knowtree.core import KnowTree
 
         with KnowTree(":memory:", model=fake) as kt:
             return original_judge(kt.client(), question, units, rows, options)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import knowtree.retrieve.treeindex as treeindex
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.core import KnowTree
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

@@ -17,10 +17,10 @@ import json
 import time
 from pathlib import Path
 
-from knowtree.eval.datasets import load_dataset
-from knowtree.eval.methods import CorpusContext, retrieval_metrics
-from knowtree.eval.treemethod import TreeMethod
 from knowtree.retrieve.treesearch import default_params, rank_tree
+from knowtree_eval.datasets import load_dataset
+from knowtree_eval.methods import CorpusContext, retrieval_metrics
+from knowtree_eval.treemethod import TreeMethod
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 FILES = {

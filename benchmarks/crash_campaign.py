@@ -79,7 +79,7 @@ class Trial:
 
 
 def argv(command: str, model: str, db: Path, work: Path) -> list[str]:
-    base = [sys.executable, "-c", "from knowtree.cli import main; main()"]
+    base = [sys.executable, "-c", "from knowtree.cli.app import main; main()"]
     if command == "build":
         return [
             *base,

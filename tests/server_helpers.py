@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 import knowtree
-from knowtree.llm.testing import KeywordModel
+from knowtree.testing.models import KeywordModel
 
 HERE = Path(__file__).parent
 

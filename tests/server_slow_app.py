@@ -10,9 +10,9 @@ from typing import Any
 import uvicorn
 
 import knowtree
-from knowtree.llm.testing import KeywordModel
 from knowtree.server.app import create_app
 from knowtree.server.config import ServerConfig
+from knowtree.testing.models import KeywordModel
 
 
 class SlowKeywordModel(KeywordModel):

@@ -8,7 +8,7 @@ import pytest
 
 import knowtree
 from conftest import write_corpus
-from knowtree.llm.testing import KeywordModel
+from knowtree.testing.models import KeywordModel
 from server_helpers import CHAT
 
 

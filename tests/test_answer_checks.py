@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from knowtree.llm.client import LLMClient
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.navigate.evidence import (
+from knowtree.answer.evidence import (
     fits_question,
     is_multiple_choice,
     question_core,
     relevant_context,
     supported,
 )
-from knowtree.navigate.walk import Walker, WalkOptions, _option_letter, _option_text
+from knowtree.answer.walk import Walker, WalkOptions, _option_letter, _option_text
+from knowtree.llm.client import LLMClient
+from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
 TICKETS = (

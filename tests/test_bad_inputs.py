@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 import knowtree
-from knowtree.cli import app
+from knowtree.cli.app import app
 from knowtree.errors import InputError
 from knowtree.ingest import load_documents
 from knowtree.ingest.chat import load_chat
-from knowtree.llm.testing import KeywordModel
+from knowtree.testing.models import KeywordModel
 
 runner = CliRunner()
 

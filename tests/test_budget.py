@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from conftest import paragraphs
 from knowtree import errors
-from knowtree.cli import app
+from knowtree.cli.app import app
+from knowtree.core import KnowTree
 from knowtree.llm.base import Message
 from knowtree.llm.client import ClientOptions, LLMClient
-from knowtree.llm.testing import KeywordModel, ScriptedModel
-from knowtree.pipeline import KnowTree
+from knowtree.testing.models import KeywordModel, ScriptedModel
 
 
 @pytest.fixture
@@ -141,8 +141,8 @@ def test_input_size_limit_is_configurable(cli: CliRunner, doc: str) -> None:
 
 
 def test_pdf_titles_only_build_is_estimated_by_its_real_calls(tmp_path: Path) -> None:
-    from knowtree.build.estimate import estimate_sources
     from knowtree.config import Settings
+    from knowtree.construct.estimate import estimate_sources
     from knowtree.ingest.sources import load_sources
     from pdf_maker import filler, make_pdf
 
@@ -159,8 +159,8 @@ def test_pdf_titles_only_build_is_estimated_by_its_real_calls(tmp_path: Path) ->
 def test_confirm_asks_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from knowtree.build.estimate import BuildEstimate
-    from knowtree.cli_admin import confirm_build
+    from knowtree.cli.admin import confirm_build
+    from knowtree.construct.estimate import BuildEstimate
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -11,12 +11,12 @@ import pytest
 
 from conftest import CORPUS, paragraphs, write_corpus
 from knowtree import KnowTree
-from knowtree.build.builder import balanced_groups, build_tree, group_leaves, merge_spans, plan_tree
-from knowtree.build.taxonomy import DEFAULT_TAXONOMY, normalize_types
+from knowtree.construct.builder import balanced_groups, build_tree, group_leaves, merge_spans, plan_tree
+from knowtree.construct.taxonomy import DEFAULT_TAXONOMY, normalize_types
 from knowtree.errors import ModelCallError
 from knowtree.llm.base import Request
 from knowtree.llm.client import LLMClient
-from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Document, Node, NodeKind, Span
 
 SIX_FIELDS = ("summary", "content_types", "critical_actions", "decisions", "noteworthy_events", "about")

@@ -7,10 +7,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from knowtree.llm.testing import KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.core import KnowTree
 from knowtree.store.migrations import MIGRATIONS
 from knowtree.store.sqlite import SQLiteStore
+from knowtree.testing.models import KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 
 WORDS = "paris cat meeting tom hiking friday coffee support group moved deploy database job".split()
@@ -140,7 +140,7 @@ def test_a_version_4_database_keeps_its_full_text_rows(tmp_path: Path) -> None:
 
 
 def test_pack_run_groups_the_lowest_older_children_and_never_the_last() -> None:
-    from knowtree.build.rebalance import pack_run
+    from knowtree.construct.rebalance import pack_run
 
     assert pack_run([1] * 8, 8) is None  # fits
     assert pack_run([1] * 9, 8) == (0, 8)  # eight subtopics become one group; the last stays

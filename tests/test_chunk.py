@@ -1,4 +1,4 @@
-"""Tests for knowtree.chunk: boundaries, invariants, overlap, line numbers."""
+"""Tests for knowtree.ingest.chunk: boundaries, invariants, overlap, line numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from knowtree.chunk import chunk_document
+from knowtree.ingest.chunk import chunk_document
 from knowtree.types import Chunk, Document
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "ünï", "日本"]

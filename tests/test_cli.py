@@ -17,7 +17,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from conftest import paragraphs, write_corpus
-from knowtree.cli import app
+from knowtree.cli.app import app
 
 SIX_LABELS = ("Summary:", "Content types:", "Critical actions:", "Decisions:", "Noteworthy events:", "About:")
 KNOWTREE_BIN = Path(sys.executable).with_name("knowtree")

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from knowtree.errors import ModelCallError, ModelOutputError, TransientModelError
 from knowtree.llm.base import Completion, Message, Request
 from knowtree.llm.client import ClientOptions, LLMClient, MemoryCallStore, parse_json_tolerant
-from knowtree.llm.testing import FunctionModel, ScriptedModel
 from knowtree.store import SQLiteStore
+from knowtree.testing.models import FunctionModel, ScriptedModel
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -11,7 +11,7 @@ import pytest
 from knowtree.config import Settings
 from knowtree.errors import ConfigError
 from knowtree.llm.registry import MODEL_FORMS, resolve_model
-from knowtree.llm.testing import KeywordModel
+from knowtree.testing.models import KeywordModel
 
 
 def write_toml(path: Path, body: str) -> Path:
@@ -217,7 +217,7 @@ def test_local_model_is_lazy_and_not_loaded() -> None:
 # -- imports ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["knowtree", "knowtree.llm.registry", "knowtree.cli"])
+@pytest.mark.parametrize("module", ["knowtree", "knowtree.llm.registry", "knowtree.cli.app"])
 def test_importing_knowtree_loads_no_optional_library(module: str) -> None:
     code = (
         f"import sys, {module}\n"

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import paragraphs
-from knowtree.cli import app
+from knowtree.cli.app import app
 from knowtree.errors import StoreError
 from knowtree.store import SQLiteStore
 

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 import knowtree
-from knowtree.cli import app
+from knowtree.cli.app import app
 from knowtree.errors import InputError
 from knowtree.llm.base import Request
-from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.testing.models import FunctionModel, KeywordModel
 from pdf_maker import encrypted, filler, make_pdf, with_outline
 
 runner = CliRunner()
@@ -41,7 +41,7 @@ class Counting(FunctionModel):
         return [r.messages[-1].content for r in self.requests if r.schema_name == purpose]
 
 
-def titles_pages(tree: knowtree.pipeline.Tree) -> dict[str, tuple[int | None, int | None]]:
+def titles_pages(tree: knowtree.core.Tree) -> dict[str, tuple[int | None, int | None]]:
     out = {}
     for n in tree.nodes.values():
         s = n.spans[0]

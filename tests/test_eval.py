@@ -13,13 +13,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from knowtree.cli_eval import eval_command
+from knowtree.cli.eval import eval_command
 from knowtree.errors import InputError, ModelCallError, UserError
-from knowtree.eval import datasets as ds
-from knowtree.eval import methods as em
-from knowtree.eval import metrics as m
-from knowtree.eval.runner import run_eval
 from knowtree.retrieve import LexicalIndex, Passage, query_terms
+from knowtree_eval import datasets as ds
+from knowtree_eval import methods as em
+from knowtree_eval import metrics as m
+from knowtree_eval.runner import run_eval
 
 # -- tiny datasets in the real formats ---------------------------------------------------------------
 

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from knowtree.errors import UserError
-from knowtree.eval import datasets as ds
-from knowtree.eval import methods as em
-from knowtree.eval.judge import judge_answer
-from knowtree.eval.llm_methods import FullTextMethod, passage_ranges
-from knowtree.eval.raptor import kmeans
-from knowtree.eval.runner import run_eval
-from knowtree.eval.runtime import Runtime
 from knowtree.llm.base import Request
 from knowtree.llm.client import LLMClient, MemoryCallStore
-from knowtree.llm.testing import FunctionModel, KeywordModel
 from knowtree.retrieve import HashEmbedder, Passage, VectorIndex
+from knowtree.testing.models import FunctionModel, KeywordModel
+from knowtree_eval import datasets as ds
+from knowtree_eval import methods as em
+from knowtree_eval.judge import judge_answer
+from knowtree_eval.llm_methods import FullTextMethod, passage_ranges
+from knowtree_eval.raptor import kmeans
+from knowtree_eval.runner import run_eval
+from knowtree_eval.runtime import Runtime
 
 ALL = "bm25,embedding,hybrid,walk,search,flat,memwalker,fulltext,raptor"
 
@@ -196,7 +196,7 @@ def test_hit_rate_within_budgets_by_hand() -> None:
 
 
 def test_fulltext_cut_by_hand(tmp_path: Path) -> None:
-    from knowtree.pipeline import KnowTree
+    from knowtree.core import KnowTree
 
     corpus = _corpus({f"p{i}": 1000 for i in range(4)})  # 4 × 250 tokens
     runtime = Runtime(db=str(tmp_path / "kt.db"))
@@ -260,7 +260,7 @@ def test_reciprocal_rank_fusion_by_hand() -> None:
 def test_eval_command_with_a_model_a_judge_and_a_subset(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from knowtree.cli import app
+    from knowtree.cli.app import app
 
     data = write_dataset(tmp_path)
     out = tmp_path / "o"

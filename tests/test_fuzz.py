@@ -31,17 +31,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from knowtree.build.conversation import MERGE_SCHEMA, MergeReply, TopicReply, topic_schema
-from knowtree.build.metadata import BRANCH_SCHEMA, LEAF_SCHEMA, BranchReply, LeafReply
+from knowtree.answer.memory import ANSWER_SCHEMA, _Choice, _Reply
+from knowtree.answer.search import SearchReply, SourceAnswer
+from knowtree.construct.conversation import MERGE_SCHEMA, MergeReply, TopicReply, topic_schema
+from knowtree.construct.metadata import BRANCH_SCHEMA, LEAF_SCHEMA, BranchReply, LeafReply
+from knowtree.core import KnowTree
 from knowtree.errors import InputError, KnowtreeError, ModelOutputError
 from knowtree.ingest.chat import ROLES, load_chat
 from knowtree.ingest.sources import load_sources
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.navigate.memory import ANSWER_SCHEMA, _Choice, _Reply
-from knowtree.navigate.search import SearchReply, SourceAnswer
-from knowtree.pipeline import KnowTree
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 
 def fuzz(examples: int) -> settings:

@@ -13,17 +13,17 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import knowtree
-from knowtree.build.kb import cluster
-from knowtree.build.kb.metadata import compare, keyword_metadata, metadata_model
-from knowtree.cli import app
+from knowtree.answer.kb import hybrid_retrieve
+from knowtree.cli.app import app
+from knowtree.construct.kb import cluster
+from knowtree.construct.kb.metadata import compare, keyword_metadata, metadata_model
 from knowtree.errors import InputError, UserError
 from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
 from knowtree.llm.base import Request
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.navigate.kb import hybrid_retrieve
 from knowtree.retrieve import Passage
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBIssue
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 runner = CliRunner()
 

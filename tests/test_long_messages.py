@@ -6,10 +6,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from knowtree.llm.testing import KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.core import KnowTree
+from knowtree.testing.models import KeywordModel
 
-SINGLE_CHARS = 800  # knowtree.navigate.passages.SINGLE_CHARS (imported in the test that needs it)
+SINGLE_CHARS = 800  # knowtree.answer.passages.SINGLE_CHARS (imported in the test that needs it)
 
 FILLER = "The quarterly report covers revenue, churn and the hiring plan for the support team. "
 
@@ -87,7 +87,7 @@ def test_a_fact_deep_in_a_pasted_12k_document_is_found_and_cited_by_its_position
 
 
 def test_passages_cover_a_long_text_exactly() -> None:
-    from knowtree.navigate.passages import SINGLE_CHARS, split_spans
+    from knowtree.answer.passages import SINGLE_CHARS, split_spans
 
     doc, _ = _design_doc()
     spans = split_spans(doc)

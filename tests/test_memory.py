@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from knowtree.cli import app
+from knowtree.cli.app import app
+from knowtree.core import KnowTree
 from knowtree.errors import InputError
 from knowtree.ingest.chat import load_chat, parse_timestamp
 from knowtree.llm.base import Completion, Request
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 TOPICS = ["garden", "marathon", "guitar", "paris", "puppy", "novel"]
 

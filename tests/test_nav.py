@@ -11,14 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CORPUS, write_corpus
-from knowtree.cli import app
+from knowtree.answer.nav import NavOptions, Unit, lift, navigate, units_of
+from knowtree.cli.app import app
+from knowtree.core import KnowTree
 from knowtree.llm.base import Request
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.navigate.nav import NavOptions, Unit, lift, navigate, units_of
-from knowtree.pipeline import KnowTree
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import TreeShape
 from knowtree.retrieve.treesearch import DOCUMENT_PARAMS, rank_tree, shape_of
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 QUESTION = "Who approved the marketing budget?"
 
@@ -157,7 +157,7 @@ def test_cli_mode_nav(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
-    from knowtree.eval.runner import run_eval
+    from knowtree_eval.runner import run_eval
 
     data = tmp_path / "q.jsonl"
     docs = [{"id": n, "text": t} for n, t in CORPUS.items()]
@@ -217,7 +217,7 @@ def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_no_grade_keeps_the_rankings_order_even_where_it_is_not_the_score_order() -> None:
-    from knowtree.navigate.nav import combine
+    from knowtree.answer.nav import combine
     from knowtree.retrieve.treesearch import Ranking
 
     # a second piece of leaf a was ranked after b (repeat decay) although its raw score is higher

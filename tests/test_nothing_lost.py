@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from knowtree.cli import app
-from knowtree.pipeline import KnowTree
+from knowtree.cli.app import app
+from knowtree.core import KnowTree
 
 
 @pytest.fixture
@@ -217,7 +217,7 @@ def test_version(cli: CliRunner) -> None:
 
 def test_python_api_build_onto_a_memory_is_refused(tmp_path: Path) -> None:
     from knowtree.errors import UserError
-    from knowtree.llm.testing import KeywordModel
+    from knowtree.testing.models import KeywordModel
 
     chat = chat_file(tmp_path / "chat.jsonl")
     (tmp_path / "a.md").write_text("Alpha facts.\n", encoding="utf-8")

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 import knowtree
-from knowtree.cli import app
+from knowtree.cli.app import app
 from knowtree.errors import KnowtreeError, ModelCallError
 from knowtree.llm.base import Completion, Model, Request
-from knowtree.llm.testing import FunctionModel, KeywordModel
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 MANUAL = (
     "# Manual\n\n## Setup\n\nPlug the device in and wait for the green light.\n\n"
@@ -72,7 +72,7 @@ def test_a_garbled_search_answer_is_an_error_not_no_answer(tmp_path: Path) -> No
 
 
 def test_a_huge_summary_is_capped_and_the_cut_recorded(tmp_path: Path) -> None:
-    from knowtree.build.metadata import MAX_SUMMARY_CHARS
+    from knowtree.construct.metadata import MAX_SUMMARY_CHARS
 
     keyword = KeywordModel()
 

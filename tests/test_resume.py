@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys, time
     import knowtree
-    from knowtree.llm.testing import FunctionModel, KeywordModel
+    from knowtree.testing.models import FunctionModel, KeywordModel
 
     keyword = KeywordModel()
 

@@ -19,7 +19,7 @@ def _command() -> tuple[str, list[str]]:
     script = Path(sys.executable).parent / "knowtree"
     if script.exists():
         return str(script), ["mcp"]
-    return sys.executable, ["-c", "from knowtree.cli import main; main()", "mcp"]
+    return sys.executable, ["-c", "from knowtree.cli.app import main; main()", "mcp"]
 
 
 def test_mcp_stdio_remember_then_recall_with_citations(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 import knowtree  # noqa: E402
 from conftest import write_corpus  # noqa: E402
-from knowtree.llm.testing import KeywordModel  # noqa: E402
 from knowtree.server.app import create_app  # noqa: E402
 from knowtree.server.config import ServerConfig  # noqa: E402
+from knowtree.testing.models import KeywordModel  # noqa: E402
 from server_helpers import CHAT  # noqa: E402
 
 

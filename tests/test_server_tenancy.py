@@ -170,7 +170,7 @@ def test_rate_limit_is_per_key(tmp_path: Path) -> None:
 def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from knowtree.cli import app
+    from knowtree.cli.app import app
 
     runner = CliRunner()
     db = str(tmp_path / "k.db")

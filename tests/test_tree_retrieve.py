@@ -14,13 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CORPUS, write_corpus
-from knowtree.cli import app
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.pipeline import KnowTree
+from knowtree.cli.app import app
+from knowtree.core import KnowTree
 from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
+from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
 
@@ -265,7 +265,7 @@ def test_ask_mode_retrieve_and_no_answer(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_eval_method_tree_reports_budget_hits_beside_bm25(tmp_path: Path) -> None:
-    from knowtree.eval.runner import run_eval
+    from knowtree_eval.runner import run_eval
 
     data = tmp_path / "q.jsonl"
     docs = [{"id": n, "text": t} for n, t in CORPUS.items()]

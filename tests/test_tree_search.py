@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 import knowtree
-from knowtree.cli import app
-from knowtree.navigate.search import SearchOptions, TreeSearch
+from knowtree.answer.search import SearchOptions, TreeSearch
+from knowtree.cli.app import app
 from knowtree.types import NodeKind
 from pdf_maker import filler, make_pdf, with_outline
 from test_documents import Counting

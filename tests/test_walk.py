@@ -14,13 +14,13 @@ import pytest
 
 from conftest import CORPUS, paragraphs
 from knowtree import KnowTree
-from knowtree.build.builder import build_tree
-from knowtree.build.taxonomy import DEFAULT_TAXONOMY
+from knowtree.answer.evidence import grounded_share, locate, quote_score, supported
+from knowtree.answer.walk import Walker, WalkOptions
+from knowtree.construct.builder import build_tree
+from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
 from knowtree.llm.base import Request
 from knowtree.llm.client import ClientOptions, LLMClient
-from knowtree.llm.testing import FunctionModel, KeywordModel
-from knowtree.navigate.evidence import grounded_share, locate, quote_score, supported
-from knowtree.navigate.walk import Walker, WalkOptions
+from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Answer, Document, Node
 
 BUDGET_Q = "Who approved the marketing budget?"

@@ -7,6 +7,7 @@ print(answer.answer, answer.status, answer.citations)
 """
 
 from knowtree.config import Settings
+from knowtree.core import BuildReport, KnowTree, open
 from knowtree.errors import (
     BudgetExceededError,
     ConfigError,
@@ -22,7 +23,7 @@ from knowtree.errors import (
 )
 from knowtree.ingest.chat import ChatMessage
 from knowtree.memory import Memory
-from knowtree.pipeline import BuildReport, KnowTree, Tree, open
+from knowtree.tree import Tree
 from knowtree.types import (
     Answer,
     Chunk,

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from knowtree.build.kb.builder import (
+from knowtree.answer.kb import KBAnswer, hybrid_retrieve, query_metadata
+from knowtree.construct.kb.builder import (
     KBContext,
     KBOptions,
     KBReport,
@@ -38,7 +39,6 @@ from knowtree.ingest.kb_inputs import (
     load_raw_issues,
     load_rules,
 )
-from knowtree.navigate.kb import KBAnswer, hybrid_retrieve, query_metadata
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store import kb as kbstore
 

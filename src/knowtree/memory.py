@@ -2,8 +2,8 @@
 
 A memory is a tree of kind "conversation" in the same database as document trees: its leaves are the
 messages, verbatim (also kept row by row in the `messages` table), under dated sessions and topics
-(see `knowtree.build.conversation`). Questions are answered by the tree walk of
-`knowtree.navigate.memory` (default), or by the tool-using agent of `knowtree.navigate.agent`; `stream`
+(see `knowtree.construct.conversation`). Questions are answered by the tree walk of
+`knowtree.answer.memory` (default), or by the tool-using agent of `knowtree.answer.agent`; `stream`
 yields navigation events as they happen, then the answer.
 """
 
@@ -15,16 +15,16 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from knowtree.build.conversation import AddReport, Progress, StepResult, TopicTree
+from knowtree.answer.hybrid import HybridScorer
+from knowtree.answer.memory import MemoryNavigator, MemoryOptions
+from knowtree.answer.passages import SINGLE_CHARS, locate
+from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree
 from knowtree.errors import NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, _message, load_chat
-from knowtree.navigate.hybrid import HybridScorer
-from knowtree.navigate.memory import MemoryNavigator, MemoryOptions
-from knowtree.navigate.passages import SINGLE_CHARS, locate
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
-    from knowtree.pipeline import KnowTree
+    from knowtree.core import KnowTree
 
 KIND = "conversation"
 Mode = Literal["tree", "agent"]
@@ -237,7 +237,7 @@ class Memory:
         nav.client = self.kt.client(run_id)
         try:
             if mode == "agent":
-                from knowtree.navigate.agent import MemoryAgent
+                from knowtree.answer.agent import MemoryAgent
 
                 answer = MemoryAgent(nav, max_steps=max_steps).ask(question)
             else:

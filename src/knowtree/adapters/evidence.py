@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from knowtree.pipeline import KnowTree, Tree
+from knowtree.core import KnowTree
+from knowtree.tree import Tree
 from knowtree.types import Citation, Node
 
 CHARS_PER_TOKEN = 4

@@ -5,7 +5,7 @@ Adapters import their SDKs lazily: `import knowtree.llm` loads no provider libra
 
 from knowtree.llm.base import Completion, Message, Model, Request
 from knowtree.llm.client import CallResult, ClientOptions, LLMClient, MemoryCallStore
-from knowtree.llm.testing import FunctionModel, KeywordModel, ScriptedModel
+from knowtree.testing.models import FunctionModel, KeywordModel, ScriptedModel
 
 __all__ = [
     "CallResult",

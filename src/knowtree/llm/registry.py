@@ -75,11 +75,11 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
             output_cost_per_mtok=settings.output_cost_per_mtok,
         )
     if kind in ("keyword", "test"):
-        from knowtree.llm.testing import KeywordModel
+        from knowtree.testing.models import KeywordModel
 
         return KeywordModel()
     if kind == "slow":
-        from knowtree.llm.testing import SlowKeywordModel
+        from knowtree.testing.models import SlowKeywordModel
 
         try:
             delay = float(rest) if rest else 0.05

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 import knowtree
-from knowtree.pipeline import KnowTree
+from knowtree.core import KnowTree
 from knowtree.server import routes_ask, routes_jobs, routes_memories, routes_trees, ui
 from knowtree.server.auth import Authenticator, BodyLimit, LoopbackGuard, McpAuth
 from knowtree.server.config import ServerConfig, is_loopback

@@ -16,7 +16,7 @@ from typing import Any
 
 from knowtree.adapters.evidence import Evidence
 from knowtree.adapters.evidence import retrieve as retrieve_evidence
-from knowtree.pipeline import KnowTree, Tree
+from knowtree.core import KnowTree
 from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.models import (
@@ -29,6 +29,7 @@ from knowtree.server.models import (
 )
 from knowtree.server.problems import Problem
 from knowtree.server.tenancy import Principal
+from knowtree.tree import Tree
 from knowtree.types import Answer, NavStep, Node, TreeInfo
 
 TENANT_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

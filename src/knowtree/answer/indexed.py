@@ -1,0 +1,140 @@
+"""`--mode retrieve`: the tree as an index finds the evidence (no model), one answer call reads it.
+
+The evidence (`Tree.retrieve`: best pieces within the budget, neighbours merged, document order)
+is shown to the model as numbered sources through tree search's answer step, so the quote is
+verified against the evidence text and the answer grounded there exactly as in `--mode search`:
+an unverifiable answer is partial, never complete. Citations name the leaf, its lines, pages or
+message positions. Works for every tree kind (chunk trees, section trees, collections, memories).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch
+from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span, TreeInfo
+
+if TYPE_CHECKING:
+    from knowtree.llm.client import LLMClient
+    from knowtree.retrieve.treesearch import Evidence
+
+
+class IndexedTree(Protocol):
+    """What answering from the index needs of a tree (`pipeline.Tree` is one)."""
+
+    kt: Any  # the KnowTree: its model, store and clients
+    name: str
+    info: TreeInfo
+
+    @property
+    def nodes(self) -> dict[str, Node]: ...
+
+    def retrieve(self, question: str, *, budget_tokens: int = ..., embedder: Any = ...) -> list[Evidence]: ...
+
+
+DEFAULT_BUDGET = 2048
+
+
+def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) -> dict[str, Node]:
+    """One node per evidence item, holding just the evidence text, with the span it was cut from."""
+    out: dict[str, Node] = {}
+    for i, ev in enumerate(evidence, 1):
+        leaf = tree_nodes.get(ev.node_id)
+        c = ev.citation
+        span = Span(
+            file=c.file,
+            start=0,
+            end=len(ev.text),
+            line_start=c.line_start,
+            line_end=c.line_end,
+            page_start=c.page_start,
+            page_end=c.page_end,
+        )
+        meta = leaf.meta if leaf is not None else None
+        out[f"{ev.node_id}#e{i}"] = Node(
+            id=f"{ev.node_id}#e{i}",
+            kind=NodeKind.LEAF,
+            level=0,
+            meta=meta.model_copy() if meta is not None else NodeMeta(),
+            text=ev.text,
+            spans=[span],
+        )
+    return out
+
+
+def answer_over_evidence(
+    tree_nodes: dict[str, Node],
+    evidence: Sequence[Evidence],
+    question: str,
+    client: LLMClient,
+    budget: int,
+    on_step: Callable[[NavStep], None] | None = None,
+) -> Answer:
+    """One quote-verified answer call over packed evidence (tree search's answer step), citing the
+    real leaves rather than the evidence views of them."""
+    nodes = evidence_nodes(tree_nodes, evidence)
+    searcher = TreeSearch(nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step)
+    got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
+    answer = searcher.answer(question.strip(), got)
+    for c in answer.citations:
+        c.node_id = c.node_id.split("#e", 1)[0]
+    for part in answer.parts:
+        if isinstance(part.get("node_id"), str):
+            part["node_id"] = part["node_id"].split("#e", 1)[0]
+    return answer
+
+
+def answer_from_index(
+    tree: IndexedTree,
+    question: str,
+    *,
+    budget_tokens: int | None = None,
+    on_step: Callable[[NavStep], None] | None = None,
+) -> Answer:
+    """Retrieve without a model, then one answer call over the packed evidence, quote verified."""
+    kt = tree.kt
+    budget = budget_tokens or DEFAULT_BUDGET
+    kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
+    run_id = kt.store.start_run("ask", tree.name, detail=question[:500])
+    started = time.monotonic()
+    try:
+        evidence = tree.retrieve(question, budget_tokens=budget)
+        first = NavStep(
+            action="read",
+            node_id=tree.info.root_id,
+            options=[ev.node_id for ev in evidence],
+            outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
+            "found without a model call",
+        )
+        if on_step:
+            on_step(first)
+        answer = answer_over_evidence(tree.nodes, evidence, question, kt.client(run_id), budget, on_step)
+        answer.trace = [first, *answer.trace]
+        answer.usage.seconds = time.monotonic() - started
+    except BaseException:
+        kt.store.finish_run(run_id, "failed")
+        raise
+    kt.store.finish_run(run_id, answer.status)
+    return answer
+
+
+def render_evidence(evidence: Sequence[Evidence]) -> str:
+    """Evidence as text: one block per item with its score and citation."""
+    if not evidence:
+        return "no evidence found"
+    blocks = []
+    for i, ev in enumerate(evidence, 1):
+        c = ev.citation
+        where = c.file
+        if c.page_start is not None:
+            where += f", p. {c.page_start}" + (
+                f"-{c.page_end}" if c.page_end and c.page_end != c.page_start else ""
+            )
+        else:
+            where += f":{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
+        if c.timestamp:
+            where += f" ({c.timestamp})"
+        blocks.append(f"[{i}] {where}  score {ev.score:.3f}  node {ev.node_id[:12]}\n{ev.text.rstrip()}")
+    return "\n\n".join(blocks)

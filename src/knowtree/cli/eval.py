@@ -1,0 +1,150 @@
+"""`knowtree eval KIND PATH --method M[,M...]`: the evaluation harness on the command line.
+
+Kept out of cli.py so the main command stays light: nothing here is imported until `eval` runs.
+Register it with `app.command("eval")(eval_command)`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+
+def eval_command(
+    kind: Annotated[str, typer.Argument(help="quality | locomo | financebench | hotpotqa | jsonl")],
+    path: Annotated[str, typer.Argument(help="the dataset file (financebench: the questions file)")],
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="method(s), comma-separated: bm25, embedding (LLM-free unless --model is given: then they "
+            "also answer), hybrid, walk, search, flat, memwalker, fulltext, raptor (need a model; default: the configured one)",
+        ),
+    ] = "bm25",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="model for LLM methods (same forms as `knowtree models`)"),
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option("--judge", help="judge free-form answers with this model ('same': the --model)"),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="only the first N questions")] = None,
+    corpora: Annotated[
+        int | None,
+        typer.Option(
+            "--corpora", help="only the questions of the first N corpora (articles, conversations…)"
+        ),
+    ] = None,
+    corpus: Annotated[
+        str | None, typer.Option("--corpus", help="only these corpora, comma-separated (e.g. conv-30)")
+    ] = None,
+    per_corpus: Annotated[
+        int | None, typer.Option("--per-corpus", help="only the first N questions of each corpus")
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="output directory (results.jsonl, run.json, summary.md)")
+    ] = "eval-out",
+    k: Annotated[int, typer.Option("--k", "-k", help="passages retrieved per question")] = 5,
+    db: Annotated[
+        str | None, typer.Option("--db", help="SQLite file keeping retrieval indexes between runs")
+    ] = None,
+    pages: Annotated[
+        str | None,
+        typer.Option("--pages", help="financebench: the pages file (default: the one next to PATH)"),
+    ] = None,
+    budget: Annotated[int, typer.Option("--budget", help="token budget for recall@budget")] = 2048,
+    seed: Annotated[int, typer.Option("--seed", help="seed recorded for (and passed to) methods")] = 0,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            "--embedder",
+            help="embedding model: default (m2v-minilm), minilm, minilm-l3, wordllama, static (64-dim) or hash (test fake)",
+        ),
+    ] = "default",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,
+) -> None:
+    """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.
+
+    Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
+    """
+    from knowtree.cli.app import _run
+    from knowtree_eval.runner import RESULTS, SUMMARY, headline, run_eval
+
+    bar = _Bar() if not quiet and sys.stderr.isatty() else None
+
+    def go() -> dict:
+        try:
+            return run_eval(
+                kind,
+                path,
+                method,
+                out,
+                limit=limit,
+                model=model,
+                seed=seed,
+                k=k,
+                budget=budget,
+                pages=pages,
+                db=db,
+                progress=not quiet,
+                argv=["knowtree", *sys.argv[1:]],
+                judge=judge,
+                corpora=corpora,
+                per_corpus=per_corpus,
+                corpus=corpus,
+                embedder=embedder,
+                on_tick=bar.tick if bar else None,
+            )
+        finally:
+            if bar:
+                bar.stop()
+
+    summary = _run(
+        go, interrupted=f"finished questions are in {out}/{RESULTS}; run the same command again to resume"
+    )
+    typer.echo(
+        f"{summary['kind']}: {summary['questions']} question(s); "
+        f"results in {out}/{RESULTS}, summary in {out}/{SUMMARY}"
+    )
+    for line in headline(summary):
+        typer.echo(line)
+
+
+class _Bar:
+    """A rich progress bar on stderr: questions done, the metrics so far, elapsed and ETA."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self.task = None
+
+    def tick(self, done: int, total: int, text: str) -> None:
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=total)
+        self.progress.update(self.task, completed=done, total=total, description=text)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.stop()

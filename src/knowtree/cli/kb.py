@@ -1,0 +1,269 @@
+"""`knowtree kb build|add|ask|show|export`: knowledge bases (AutoKB) from raw issues and documents.
+
+Kept out of cli.py; registered there with one `app.add_typer(kb_app, name="kb")`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from knowtree.errors import KnowtreeError, UserError
+
+# the main CLI's shared options, declared here too so this module does not import cli.py (no cycle)
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="local | openai:MODEL[@URL] | ollama:MODEL | anthropic:MODEL | keyword"
+    ),
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="CPU threads for the embedded model")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+kb_app = typer.Typer(
+    name="kb",
+    no_args_is_help=True,
+    help="Knowledge bases: raw user issues + product or domain documents → de-duplicated issues with "
+    "compliant, cited solutions; then answer a user's issue with the solution for their situation.",
+)
+
+EmbedderOpt = Annotated[str | None, typer.Option("--embedder", help="static (default) | hash[:DIM] (tests)")]
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except KnowtreeError as exc:
+        if os.environ.get("KNOWTREE_DEBUG"):
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1 if isinstance(exc, UserError) else 3) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            "error: interrupted: finished model calls are cached, run the same command again", err=True
+        )
+        raise typer.Exit(130) from None
+
+
+def _kt(
+    db: str | None,
+    model: str | None = None,
+    base_url: str | None = None,
+    threads: int | None = None,
+    *,
+    create: bool = True,
+) -> Any:
+    from knowtree.core import KnowTree
+
+    return KnowTree(db=db, model=model, base_url=base_url, threads=threads, create=create)
+
+
+@kb_app.command("build")
+def build(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    issues: Annotated[str, typer.Option("--issues", help="raw issues: JSONL or CSV")],
+    docs: Annotated[
+        list[str],
+        typer.Option(
+            "--docs", help="domain documents (repeatable): JSONL records, text, Markdown, PDF, DOCX, HTML"
+        ),
+    ],
+    attributes: Annotated[str, typer.Option("--attributes", help="attribute configuration (TOML or YAML)")],
+    rules: Annotated[str, typer.Option("--rules", help="domain rules (TOML, or text: one rule a line)")],
+    solutions: Annotated[
+        str, typer.Option("--solutions", help="eager | lazy (generated at the first ask)")
+    ] = "lazy",
+    context: Annotated[
+        str, typer.Option("--context", help="chunk context: path (no model) | model (one call a chunk)")
+    ] = "path",
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="cluster similarity threshold [default: 0.45]")
+    ] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="rebuild a KB that already exists")] = False,
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    embedder: EmbedderOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a knowledge base: chunks, themes, clusters, parent/child issues, (eager) solutions."""
+    from knowtree.cli.progress import BuildProgress
+
+    def go() -> None:
+        options: dict[str, Any] = {"context": context}
+        if threshold is not None:
+            options["threshold"] = threshold
+        with _kt(db, model, base_url, threads) as kt, BuildProgress(enabled=not quiet) as bar:
+            report = kt.kb(name, embedder=embedder).build(
+                issues=issues,
+                docs=docs,
+                attributes=attributes,
+                rules=rules,
+                solutions=solutions,
+                replace=replace,
+                progress=bar.update,
+                on_client=bar.attach,
+                **options,
+            )
+        _report(report, as_json)
+
+    _guard(go)
+
+
+def _report(report: Any, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
+    else:
+        typer.echo(report.line())
+
+
+@kb_app.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    issues: Annotated[str | None, typer.Option("--issues", help="new raw issues: JSONL or CSV")] = None,
+    docs: Annotated[
+        list[str] | None, typer.Option("--docs", help="new domain documents (repeatable)")
+    ] = None,
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add raw issues (they join clusters or open new ones) and/or documents (affected solutions re-grounded)."""
+    from knowtree.cli.progress import BuildProgress
+
+    def go() -> None:
+        with _kt(db, model, base_url, threads, create=False) as kt, BuildProgress(enabled=not quiet) as bar:
+            report = kt.kb(name).add(
+                issues=issues, docs=docs or None, progress=bar.update, on_client=bar.attach
+            )
+        if as_json:
+            _report(report, True)
+        else:
+            typer.echo(
+                f"added to {name!r}: {report.raw_issues} new raw issues ({report.joined} joined existing clusters, "
+                f"{report.clusters} new clusters → {report.parents} parent + {report.children} child issues; "
+                f"{report.skipped} already present), {report.chunks} new chunks, {report.restale} solutions "
+                f"to re-ground; {report.usage.calls} model calls, {report.seconds:.1f}s"
+            )
+
+    _guard(go)
+
+
+@kb_app.command("ask")
+def ask(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    query: Annotated[str, typer.Argument(help="the user's issue")],
+    k: Annotated[int, typer.Option("--k", help="semantic top-k issues checked by metadata")] = 5,
+    metadata: Annotated[str, typer.Option("--metadata", help="model | keywords | none")] = "model",
+    no_solution: Annotated[
+        bool, typer.Option("--no-solution", help="retrieve only; generate no solution")
+    ] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="print the retrieval steps")] = False,
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a user's issue: the matched KB issue, match type, metadata, solution and citations."""
+
+    def go() -> None:
+        with _kt(db, model, base_url, threads, create=False) as kt:
+            answer = kt.kb(name).ask(query, k=k, metadata=metadata, solve=not no_solution)
+        data = answer.to_dict()
+        if as_json:
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        issue = data["issue"]
+        if issue is None:
+            typer.echo("no matching issue in the knowledge base")
+            return
+        meta = ", ".join(f"{a}={v}" for a, v in issue["metadata"].items() if v != "any") or "general"
+        typer.echo(
+            f"issue: {issue['title']}  [{issue['kind']} {issue['id']}, match: {data['match']}, {meta}]"
+        )
+        if data["solution"]:
+            typer.echo(f"\n{data['solution']}\n")
+            for c in data["citations"]:
+                typer.echo(f'  [{c["doc_id"]}] "{c["quote"]}"')
+            typer.echo(f"status: {data['status']}")
+        if trace:
+            for step in data["trace"]:
+                typer.echo(f"  · {json.dumps(step, ensure_ascii=False)}")
+
+    _guard(go)
+
+
+@kb_app.command("show")
+def show(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Themes → parent issues → child issues, with metadata, solution status and compliance."""
+
+    def go() -> None:
+        with _kt(db, create=False) as kt:
+            data = kt.kb(name).show()
+        if as_json:
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        typer.echo(
+            f"{data['name']}: {data['domain']} — {data['raw_issues']} raw issues, {data['chunks']} chunks"
+        )
+        for theme in data["themes"]:
+            typer.echo(f"\n■ {theme['name']} ({len(theme['parents'])} issues)")
+            for p in theme["parents"]:
+                typer.echo(
+                    f"  ● {p['title']}  [{_meta(p['metadata'])}; {p['cluster_size']} raw; {_status(p)}]"
+                )
+                for c in p["children"]:
+                    typer.echo(
+                        f"      ○ {c['title']}  [{_meta(c['metadata'])}; {c['raw_issues']} raw; {_status(c)}]"
+                    )
+
+    _guard(go)
+
+
+def _meta(meta: dict[str, str]) -> str:
+    return ", ".join(f"{a}={v}" for a, v in meta.items() if v != "any") or "general"
+
+
+def _status(node: dict[str, Any]) -> str:
+    if node["status"] == "pending":
+        return "solution: pending (lazy)"
+    broken = f", {len(node['violations'])} violation(s)" if node["violations"] else ""
+    return f"solution: {node['status']}, {node['citations']} citation(s){broken}"
+
+
+@kb_app.command("export")
+def export(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl | json")] = "jsonl",
+    db: DbOpt = None,
+) -> None:
+    """Every KB issue with its members (raw issue ids), metadata, solution and citations."""
+
+    def go() -> None:
+        if fmt not in ("jsonl", "json"):
+            raise UserError(f"unknown format {fmt!r} (jsonl | json)")
+        with _kt(db, create=False) as kt:
+            rows = kt.kb(name).export()
+        if fmt == "json":
+            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        else:
+            for row in rows:
+                typer.echo(json.dumps(row, ensure_ascii=False))
+
+    _guard(go)

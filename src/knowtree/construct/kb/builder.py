@@ -1,0 +1,401 @@
+"""Knowledge-base construction (the seed's Algorithm 1) and incremental adds.
+
+    docs → contextualized chunks → hybrid index                          (no model by default)
+    raw issues → embeddings + TF-IDF + grounding → clusters (numpy)      (no model)
+    cluster representatives → themes (1 call) → theme per cluster        (1 call per 20 clusters)
+    seed issues → parent + child issues with metadata                    (1 call per 6 clusters)
+    issue nodes → solutions + compliance                                 (eager; lazy: at first ask)
+
+Model calls grow with the number of clusters, never with the raw issues; every raw issue keeps the
+id of the KB issue that absorbed it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from knowtree.construct.kb import chunks as chunking
+from knowtree.construct.kb import cluster, compliance, solutions, subtrees, themes
+from knowtree.ingest.kb_inputs import AttributeConfig, DocSection, RawIssue, Rule
+from knowtree.llm.client import LLMClient
+from knowtree.retrieve import Passage
+from knowtree.retrieve.kbindex import KBIndexes
+from knowtree.store import kb as kbstore
+from knowtree.store.kb import KBChunk, KBCluster, KBIssue, KBRaw, KBTheme
+from knowtree.store.sqlite import SQLiteStore
+from knowtree.types import Usage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class KBOptions:
+    solutions: Literal["eager", "lazy"] = "lazy"
+    context: Literal["path", "model"] = "path"
+    # average-linkage similarity at which clusters stop merging. Measured (benchmarks/RESULTS.md,
+    # AutoKB): clusters stay ≥ 0.99 pure on the medical issues from 0.35 up, while on the TV questions
+    # (about one raw issue per manual section) any looser merging mixes sections; 0.6 keeps both pure.
+    threshold: float = 0.6
+    join_threshold: float = 0.6  # `kb add`: a new issue joins the best cluster at or above this
+    # dense (mean-centred), TF-IDF, grounding. Grounding (one hybrid search per raw issue over the
+    # chunks) cost 10 min on MedQuAD's 23k chunks and did not make purer clusters: off by default.
+    weights: tuple[float, float, float] = (0.3, 0.7, 0.0)
+    min_expand: int = 2  # clusters smaller than this keep their own text as the issue (no model call)
+    grounding_k: int = 3
+    max_cluster: int = 60
+    max_themes: int = 10
+    subtree_batch: int = subtrees.BATCH
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KBOptions:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "weights" in known:
+            known["weights"] = tuple(known["weights"])
+        return cls(**known)
+
+
+@dataclass
+class KBContext:
+    """Everything a build step needs, passed explicitly."""
+
+    store: SQLiteStore
+    name: str
+    client: LLMClient
+    indexes: KBIndexes
+    config: AttributeConfig
+    rules: list[Rule]
+    options: KBOptions
+    progress: Progress | None = None
+
+    def step(self, stage: str, done: int, total: int) -> None:
+        if self.progress:
+            self.progress(stage, done, total)
+
+
+@dataclass
+class KBReport:
+    kb: str
+    raw_issues: int
+    themes: int
+    clusters: int
+    parents: int
+    children: int
+    solutions: int
+    chunks: int
+    usage: Usage
+    seconds: float
+    joined: int = 0  # `kb add`: new raw issues that joined existing clusters
+    skipped: int = 0  # `kb add`: raw issues already in the KB
+    restale: int = 0  # `kb add --docs`: solutions re-grounded or marked stale
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        u = self.usage
+        per = u.calls / self.raw_issues if self.raw_issues else 0.0
+        return (
+            f"knowledge base {self.kb!r}: {self.raw_issues} raw issues → {self.themes} themes, "
+            f"{self.clusters} clusters, {self.parents} parent + {self.children} child issues, "
+            f"{self.solutions} solutions; {self.chunks} chunks; {u.calls} model calls ({per:.2f} per raw issue), "
+            f"{u.cached} cached, {u.input_tokens:,} input + {u.output_tokens:,} output tokens, {self.seconds:.1f}s"
+        )
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:10]
+
+
+# -- step 1: domain knowledge ---------------------------------------------------------------
+def index_docs(ctx: KBContext, sections: Sequence[DocSection]) -> list[KBChunk]:
+    chunks = chunking.chunk_sections(sections)
+    if ctx.options.context == "model":
+        chunking.contextualize_with_model(
+            chunks, ctx.client, ctx.config.domain, progress=lambda d, t: ctx.step("context", d, t)
+        )
+    ctx.step("index", 0, len(chunks))
+    ctx.indexes.add("chunks", chunking.chunk_passages(chunks))
+    kbstore.save_parts(ctx.store, ctx.name, chunks=chunks)
+    ctx.step("index", len(chunks), len(chunks))
+    return chunks
+
+
+# -- step 2: issues -------------------------------------------------------------------------
+def features(ctx: KBContext, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(dense embeddings, the combined similarity matrix) of raw issue texts."""
+    dense = cluster.center(ctx.indexes.embedder.embed(list(texts)))
+    lexical = cluster.tfidf(texts)
+    grounding = None
+    if ctx.options.weights[2] > 0 and ctx.indexes.count("chunks"):
+        docs = ctx.indexes.lexical("chunks")
+        hits = []
+        for text in texts:
+            found = ctx.indexes.chunks.search(text, k=ctx.options.grounding_k)
+            hits.append([(docs.get(pid).doc if docs.get(pid) else pid) for pid, _ in found])  # type: ignore[union-attr]
+        grounding = cluster.grounding_matrix(hits)
+    return dense, cluster.similarity(dense, lexical, grounding, ctx.options.weights)
+
+
+def make_seeds(
+    kb: str, raw: Sequence[RawIssue], sim: np.ndarray, groups: Sequence[Sequence[int]]
+) -> list[subtrees.Seed]:
+    seeds = []
+    for group in groups:
+        center = cluster.medoid(sim, group)
+        order = sorted(group, key=lambda i: (i != center, -float(sim[center, i]), i))
+        seeds.append(
+            subtrees.Seed(
+                cluster_id="c" + _hash(kb, raw[center].id),
+                texts=[raw[i].text for i in order],
+                raw_ids=[raw[i].id for i in order],
+            )
+        )
+    return seeds
+
+
+def centroid(dense: np.ndarray, group: Sequence[int]) -> bytes:
+    import numpy as np
+
+    v = dense[list(group)].mean(axis=0)
+    n = float(np.linalg.norm(v)) or 1.0
+    return (v / n).astype(np.float32).tobytes()
+
+
+def theme_clusters(
+    ctx: KBContext, seeds: Sequence[subtrees.Seed], existing: Sequence[KBTheme] = ()
+) -> tuple[list[KBTheme], list[str]]:
+    """Themes (proposed unless `existing`) and the theme id of every seed."""
+    reps = [s.texts[0] for s in seeds]
+    if existing:
+        found = list(existing)
+    else:
+        names = themes.propose_themes(ctx.client, ctx.config.domain, reps, max_themes=ctx.options.max_themes)
+        found = [KBTheme(id="t" + _hash(ctx.name, n), name=n) for n in names]
+    if not seeds:
+        return found, []
+    if len(found) == 1:
+        return found, [found[0].id] * len(seeds)
+    picks = themes.assign_themes(
+        ctx.client,
+        ctx.config.domain,
+        [t.name for t in found],
+        reps,
+        progress=lambda d, t: ctx.step("themes", d, t),
+    )
+    return found, [found[p].id for p in picks]
+
+
+def issue_passages(issues: Sequence[KBIssue], members: dict[str, list[tuple[str, str]]]) -> list[Passage]:
+    """What the issue index sees, per issue node: its title, and each raw issue it covers as a passage
+    of its own (`ISSUE|RAW`): the node ranks by its best-matching text (nearest neighbour), so a query
+    worded like any one member finds it, and long clusters do not dilute BM25 as one concatenated
+    text would. A parent covers its whole cluster; a child its own raw issues."""
+    out = []
+    for issue in issues:
+        out.append(Passage(id=issue.id, text=issue.title, doc=issue.id))
+        key = issue.cluster_id if issue.kind == "parent" else issue.id
+        out.extend(
+            Passage(id=f"{issue.id}|{rid}", text=text, doc=issue.id) for rid, text in members.get(key, [])
+        )
+    return out
+
+
+def member_texts(rows: Sequence[KBRaw]) -> dict[str, list[tuple[str, str]]]:
+    """cluster id → its raw issues, and child issue id → the raw issues linked to it."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        out.setdefault(r.cluster_id or "", []).append((r.id, r.text))
+        if r.issue_id and r.issue_id != r.cluster_id:
+            out.setdefault(r.issue_id, []).append((r.id, r.text))
+    return out
+
+
+def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection]) -> KBReport:
+    started = time.monotonic()
+    ctx.indexes.reset("chunks")
+    ctx.indexes.reset("issues")
+    chunks = index_docs(ctx, sections)
+    ctx.step("cluster", 0, len(raw))
+    dense, sim = features(ctx, [r.text for r in raw])
+    groups = cluster.agglomerate(sim, ctx.options.threshold, max_size=ctx.options.max_cluster)
+    seeds = make_seeds(ctx.name, raw, sim, groups)
+    ctx.step("cluster", len(raw), len(raw))
+    found_themes, theme_ids = theme_clusters(ctx, seeds)
+    issues, links = subtrees.expand_seeds(
+        ctx.client,
+        ctx.name,
+        ctx.config,
+        seeds,
+        batch=ctx.options.subtree_batch,
+        min_size=ctx.options.min_expand,
+        progress=lambda d, t: ctx.step("subtrees", d, t),
+    )
+    clusters = [
+        KBCluster(
+            id=s.cluster_id, theme_id=tid, seed_raw_id=s.raw_ids[0], centroid=centroid(dense, g), size=len(g)
+        )
+        for s, tid, g in zip(seeds, theme_ids, groups, strict=True)
+    ]
+    cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
+    rows = [KBRaw(r.id, r.text, r.timestamp, cluster_of[r.id], links[r.id]) for r in raw]
+    kbstore.save_parts(ctx.store, ctx.name, raw=rows, themes=found_themes, clusters=clusters, issues=issues)
+    ctx.indexes.add("issues", issue_passages(issues, member_texts(rows)))
+    solved = 0
+    if ctx.options.solutions == "eager":
+        solved = solve_all(ctx, issues, {c.id: c for c in chunks})
+    parents = sum(i.kind == "parent" for i in issues)
+    return KBReport(
+        kb=ctx.name,
+        raw_issues=len(raw),
+        themes=len(found_themes),
+        clusters=len(clusters),
+        parents=parents,
+        children=len(issues) - parents,
+        solutions=solved,
+        chunks=len(chunks),
+        usage=ctx.client.usage.model_copy(),
+        seconds=time.monotonic() - started,
+    )
+
+
+def solve_one(ctx: KBContext, issue: KBIssue, chunks: dict[str, KBChunk]) -> KBIssue:
+    passages = solutions.retrieve_chunks(ctx.indexes, chunks, issue)
+    solution, status, report = compliance.solve(ctx.client, ctx.config.domain, issue, passages, ctx.rules)
+    kbstore.save_solution(ctx.store, ctx.name, issue.id, solution, status, report)
+    issue.solution, issue.status, issue.compliance = solution, status, report
+    return issue
+
+
+def solve_all(ctx: KBContext, issues: Sequence[KBIssue], chunks: dict[str, KBChunk]) -> int:
+    for n, issue in enumerate(issues, start=1):
+        solve_one(ctx, issue, chunks)
+        ctx.step("solutions", n, len(issues))
+    return len(issues)
+
+
+# -- incremental ----------------------------------------------------------------------------
+def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
+    """New raw issues join the most similar existing cluster (average similarity ≥ join_threshold) or
+    form new clusters, which get themes (the existing ones), subtrees and index entries. Nothing
+    already built is rebuilt: joined clusters only get their index entries refreshed."""
+    started = time.monotonic()
+    old = kbstore.load_raw(ctx.store, ctx.name)
+    known = {r.id for r in old}
+    fresh = [r for r in new if r.id not in known]
+    all_raw = [RawIssue(r.id, r.text, r.timestamp) for r in old] + list(fresh)
+    report = KBReport(ctx.name, len(fresh), 0, 0, 0, 0, 0, 0, Usage(), 0.0, skipped=len(new) - len(fresh))
+    if not fresh:
+        report.seconds = time.monotonic() - started
+        return report
+    issues = kbstore.load_issues(ctx.store, ctx.name)
+    by_cluster: dict[str, list[int]] = {}
+    for i, r in enumerate(old):
+        by_cluster.setdefault(r.cluster_id or "", []).append(i)
+    dense, sim = features(ctx, [r.text for r in all_raw])
+    first_new = len(old)
+    joined: dict[int, str] = {}
+    if by_cluster:
+        ids = list(by_cluster)
+        for i in range(first_new, len(all_raw)):
+            scores = [float(sim[i, by_cluster[c]].mean()) for c in ids]
+            best = max(range(len(ids)), key=lambda j: scores[j])
+            if scores[best] >= ctx.options.join_threshold:
+                joined[i] = ids[best]
+    rows: list[KBRaw] = []
+    parents = {i.cluster_id: i for i in issues if i.kind == "parent"}
+    children: dict[str, list[KBIssue]] = {}
+    for i in issues:
+        if i.kind == "child":
+            children.setdefault(i.cluster_id, []).append(i)
+    for i, cid in joined.items():
+        r = all_raw[i]
+        target = subtrees.link_one(ctx.config, r.text, parents[cid], children.get(cid, []))
+        rows.append(KBRaw(r.id, r.text, r.timestamp, cid, target))
+    rest = [i for i in range(first_new, len(all_raw)) if i not in joined]
+    new_issues: list[KBIssue] = []
+    new_clusters: list[KBCluster] = []
+    if rest:
+        sub = sim[rest][:, rest]
+        groups = [
+            [rest[j] for j in g]
+            for g in cluster.agglomerate(sub, ctx.options.threshold, max_size=ctx.options.max_cluster)
+        ]
+        seeds = make_seeds(ctx.name, all_raw, sim, groups)
+        existing = kbstore.load_themes(ctx.store, ctx.name)
+        _, theme_ids = theme_clusters(ctx, seeds, existing)
+        new_issues, links = subtrees.expand_seeds(
+            ctx.client,
+            ctx.name,
+            ctx.config,
+            seeds,
+            batch=ctx.options.subtree_batch,
+            min_size=ctx.options.min_expand,
+            progress=lambda d, t: ctx.step("subtrees", d, t),
+        )
+        for s, tid, g in zip(seeds, theme_ids, groups, strict=True):
+            new_clusters.append(KBCluster(s.cluster_id, tid, s.raw_ids[0], centroid(dense, g), len(g)))
+            for rid, text in zip(s.raw_ids, s.texts, strict=True):
+                rows.append(
+                    KBRaw(
+                        rid, text, next(r.timestamp for r in fresh if r.id == rid), s.cluster_id, links[rid]
+                    )
+                )
+    kbstore.save_parts(ctx.store, ctx.name, raw=rows, clusters=new_clusters, issues=new_issues)
+    # refresh index entries of touched clusters (their member text grew) and index the new issues
+    members = member_texts(kbstore.load_raw(ctx.store, ctx.name))
+    touched = set(joined.values()) | {c.id for c in new_clusters}
+    affected = [i for i in [*issues, *new_issues] if i.cluster_id in touched]
+    ctx.indexes.add("issues", issue_passages(affected, members))
+    if ctx.options.solutions == "eager" and new_issues:
+        solve_all(ctx, new_issues, {c.id: c for c in kbstore.load_chunks(ctx.store, ctx.name)})
+    n_parents = sum(i.kind == "parent" for i in new_issues)
+    report.clusters, report.parents, report.children = (
+        len(new_clusters),
+        n_parents,
+        len(new_issues) - n_parents,
+    )
+    report.joined = len(joined)
+    report.usage = ctx.client.usage.model_copy()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
+    """Index new documents; only solutions whose retrieved passages now include a new chunk are
+    re-grounded (eager) or marked stale (lazy: regenerated at their next ask)."""
+    started = time.monotonic()
+    new_chunks = index_docs(ctx, sections)
+    new_ids = {c.id for c in new_chunks}
+    chunks = {c.id: c for c in kbstore.load_chunks(ctx.store, ctx.name)}
+    affected = []
+    for issue in kbstore.load_issues(ctx.store, ctx.name):
+        if issue.solution is None:
+            continue
+        passages = solutions.retrieve_chunks(ctx.indexes, chunks, issue)
+        if any(p.id in new_ids for p in passages):
+            affected.append(issue)
+    if ctx.options.solutions == "eager":
+        solve_all(ctx, affected, chunks)
+    else:
+        kbstore.mark_stale(ctx.store, ctx.name, [i.id for i in affected])
+    return KBReport(
+        ctx.name,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        len(new_chunks),
+        ctx.client.usage.model_copy(),
+        time.monotonic() - started,
+        restale=len(affected),
+    )

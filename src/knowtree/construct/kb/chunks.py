@@ -1,0 +1,95 @@
+"""Step 1 of the seed's Algorithm 1: domain knowledge chunked and contextualized, then indexed.
+
+Every section (a record, or a section of a document) is cut with knowtree's chunker, and every chunk
+gets a context: the document and its section path, plus the context of the chunk before it in the
+same section (the seed feeds the previous contextualized chunk forward). `context="path"` (the
+default) builds that context without a model: at 16k MedQuAD records a model call per chunk would
+cost hours on a CPU. `context="model"` asks the model for a one-sentence context per chunk, given the
+previous chunk's context (Prompt G.5's job; one cached call per chunk). The chunk text plus its
+context is what the hybrid index (BM25 + dense) sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from knowtree.ingest.chunk import chunk_document
+from knowtree.ingest.kb_inputs import DocSection
+from knowtree.ingest.structure import make_document
+from knowtree.llm.base import Message
+from knowtree.llm.client import LLMClient
+from knowtree.prompts import render
+from knowtree.retrieve import Passage
+from knowtree.store.kb import KBChunk
+
+CHUNK_CHARS = 1500
+
+
+class ChunkContext(BaseModel):
+    context: str = Field(max_length=300, description="one sentence situating the chunk in its document")
+
+
+def chunk_sections(sections: Sequence[DocSection], *, size: int = CHUNK_CHARS) -> list[KBChunk]:
+    """Chunks of every section, with the path context (no model)."""
+    out: list[KBChunk] = []
+    for sec in sections:
+        where = " > ".join(sec.path or [sec.title]) if (sec.path or sec.title) else sec.id
+        doc = make_document(sec.source, sec.text)
+        if not doc.text.strip():
+            continue
+        pieces = chunk_document(doc, size=size) if len(doc.text) > size else None
+        texts = [c.text for c in pieces] if pieces else [doc.text.strip()]
+        previous = ""
+        for i, text in enumerate(texts):
+            context = f"{where}" + (f" (part {i + 1} of {len(texts)}; before: {previous})" if i else "")
+            out.append(
+                KBChunk(
+                    id=f"{sec.id}#{i + 1}" if len(texts) > 1 else sec.id,
+                    doc_id=sec.id,
+                    source=sec.source,
+                    path=sec.path or [sec.title],
+                    text=text,
+                    context=context,
+                )
+            )
+            previous = text[:120].replace("\n", " ")
+    return out
+
+
+def contextualize_with_model(
+    chunks: list[KBChunk],
+    client: LLMClient,
+    domain: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """Replace each chunk's context by the model's sentence (the previous chunk's context fed forward)."""
+    previous = ""
+    last_doc = None
+    for n, chunk in enumerate(chunks, start=1):
+        if chunk.doc_id != last_doc:
+            previous, last_doc = "", chunk.doc_id
+        prompt = render(
+            "kb_context",
+            domain=domain or "general",
+            path=" > ".join(chunk.path),
+            previous=previous or "(start of the document)",
+            chunk=chunk.text[:3000],
+        )
+        reply = client.structured(
+            [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
+            ChunkContext,
+            schema=ChunkContext.model_json_schema(),
+            purpose="kb_context",
+            max_tokens=120,
+        ).value
+        chunk.context = f"{' > '.join(chunk.path)}: {reply.context}"
+        previous = reply.context
+        if progress:
+            progress(n, len(chunks))
+
+
+def chunk_passages(chunks: Sequence[KBChunk]) -> list[Passage]:
+    return [Passage(id=c.id, text=c.indexed_text, doc=c.doc_id) for c in chunks]

@@ -1,0 +1,131 @@
+"""Solutions by retrieval-augmented generation (the seed's Prompt G.9), with verified citations.
+
+Per issue node: the issue (title + metadata) is the query for the hybrid index over the
+contextualized chunks; the top `TOP_K` chunks, the domain rules and the issue go to the model, which
+writes a solution at the issue's granularity and cites passages by number with a quote. Every quote
+is checked against its chunk without the model (as `navigate.evidence` checks answers): a citation
+whose quote is not in the chunk is dropped and recorded under `unverified`; a solution left without
+a verified citation is marked `ungrounded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from knowtree.answer.evidence import quote_score
+from knowtree.construct.kb.metadata import show
+from knowtree.ingest.kb_inputs import Rule
+from knowtree.llm.base import Message
+from knowtree.llm.client import LLMClient
+from knowtree.prompts import render
+from knowtree.retrieve.kbindex import KBIndexes
+from knowtree.store.kb import KBChunk, KBIssue
+
+TOP_K = 5
+CHUNK_SHOWN = 700
+QUOTE_MIN = 0.9
+MAX_CITATIONS = 3
+# Grammar limits of the embedded engine (llama.cpp): a string's maxLength and an array's maxItems
+# expand into repeated grammar rules, and a 1,500-character solution beside an array of quoted
+# citations made it refuse the grammar ("number of rules ... repeated ... exceeds sane defaults").
+# So: strings ≤ 700 characters (as the rest of knowtree), arrays of objects unbounded in the schema
+# and cut to MAX_CITATIONS here.
+MIN_QUOTE_WORDS = 4  # "Bixby" is found in half the manual: a citation must quote a real statement  # share of the quote's words found in one stretch of the chunk
+
+
+def solution_model(chunks: int) -> type[BaseModel]:
+    number: Any = Literal[tuple(range(1, max(1, chunks) + 1))]  # type: ignore[misc]
+    citation = create_model(
+        "SolutionCitation",
+        __config__=ConfigDict(extra="ignore"),
+        passage=(number, ...),
+        quote=(str, Field(max_length=200)),
+    )
+    return create_model(
+        f"Solution{chunks}",
+        __config__=ConfigDict(extra="ignore"),
+        solution=(str, Field(min_length=1, max_length=700)),
+        citations=(list[citation], Field(default_factory=list)),  # type: ignore[valid-type]
+    )
+
+
+def issue_query(issue: KBIssue) -> str:
+    meta = show(issue.metadata)
+    return issue.title if meta == "general" else f"{issue.title} ({meta})"
+
+
+def retrieve_chunks(
+    indexes: KBIndexes, chunks: dict[str, KBChunk], issue: KBIssue, k: int = TOP_K
+) -> list[KBChunk]:
+    hits = indexes.chunks.search(issue_query(issue), k=k)
+    return [chunks[pid] for pid, _ in hits if pid in chunks]
+
+
+def rules_text(rules: Sequence[Rule]) -> str:
+    return "\n".join(f"{i}. {r.text}" for i, r in enumerate(rules, start=1))
+
+
+def generate(
+    client: LLMClient,
+    domain: str,
+    issue: KBIssue,
+    passages: Sequence[KBChunk],
+    rules: Sequence[Rule],
+    *,
+    feedback: str = "",
+) -> dict[str, Any]:
+    """One solution: {text, citations: [{chunk, doc_id, quote}], unverified: [...], chunks: [ids]}."""
+    shown = (
+        "\n\n".join(
+            f"[{i}] ({' > '.join(c.path)}) {c.text[:CHUNK_SHOWN]}" for i, c in enumerate(passages, start=1)
+        )
+        or "(no passage found)"
+    )
+    prompt = render(
+        "kb_solution",
+        domain=domain or "general",
+        issue=issue.title,
+        metadata=show(issue.metadata),
+        rules=rules_text(rules) or "(none)",
+        chunks=shown,
+        feedback=f"\nA previous version broke these rules; fix that: {feedback}\n" if feedback else "",
+    )
+    model = solution_model(len(passages))
+    reply = client.structured(
+        [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
+        model,
+        schema=model.model_json_schema(),
+        purpose="kb_solution",
+        max_tokens=450,
+    ).value
+    cited, unverified = verify_citations(reply.citations[:MAX_CITATIONS], passages)
+    return {
+        "text": reply.solution.strip(),
+        "citations": cited,
+        "unverified": unverified,
+        "chunks": [c.id for c in passages],
+    }
+
+
+def verify_citations(citations: Sequence[Any], passages: Sequence[KBChunk]) -> tuple[list[dict], list[dict]]:
+    """Split citations into verified (quote found in the cited chunk) and unverified ones."""
+    ok: list[dict] = []
+    bad: list[dict] = []
+    for c in citations:
+        index = int(c.passage) - 1
+        if not 0 <= index < len(passages):
+            bad.append({"passage": c.passage, "quote": c.quote, "why": "no such passage"})
+            continue
+        chunk = passages[index]
+        entry = {"chunk": chunk.id, "doc_id": chunk.doc_id, "source": chunk.source, "quote": c.quote.strip()}
+        if len(c.quote.split()) < MIN_QUOTE_WORDS:
+            bad.append({**entry, "why": f"quote shorter than {MIN_QUOTE_WORDS} words: too short to verify"})
+        elif quote_score(c.quote, chunk.text) >= QUOTE_MIN:
+            if entry not in ok:
+                ok.append(entry)
+        else:
+            bad.append({**entry, "why": "quote not found in the passage"})
+    return ok, bad

@@ -1,0 +1,195 @@
+"""Plain-text helpers every layer may use: words, stems, stop words, and display helpers.
+
+Imports nothing from knowtree: it sits at the bottom of the layers, beside `types` and `errors`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+WORD = re.compile(r"[A-Za-z]+|\d+(?:[.,]\d+)*")
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "there",
+        "here",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "without",
+        "about",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "after",
+        "before",
+        "during",
+        "while",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "done",
+        "have",
+        "has",
+        "had",
+        "having",
+        "it",
+        "its",
+        "it's",
+        "he",
+        "she",
+        "they",
+        "them",
+        "his",
+        "her",
+        "their",
+        "theirs",
+        "we",
+        "us",
+        "our",
+        "you",
+        "your",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "not",
+        "no",
+        "yes",
+        "so",
+        "as",
+        "such",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "some",
+        "each",
+        "every",
+        "other",
+        "another",
+        "more",
+        "most",
+        "much",
+        "many",
+        "few",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "also",
+        "just",
+        "only",
+        "very",
+        "too",
+        "up",
+        "down",
+        "out",
+        "off",
+        "again",
+        "once",
+        "both",
+        "either",
+        "neither",
+        "nor",
+        "own",
+        "same",
+        "s",
+        "t",
+        "don",
+        "doesn",
+        "didn",
+        "isn",
+        "wasn",
+        "aren",
+        "weren",
+        "answer",
+        "question",
+        "text",
+        "part",
+        "option",
+        "options",
+        "letter",
+        "right",
+        "correct",
+        "following",
+        "according",
+        "said",
+        "says",
+        "say",
+    ]
+)
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in WORD.findall(text)]
+
+
+def stem(word: str) -> str:
+    return word[:5] if word.isalpha() else word.replace(",", "")
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def human_time(iso: str | None) -> str:
+    """ "8 May 2023, 1:56 pm" for an ISO time; midnight times show the date alone."""
+    if not iso:
+        return "undated"
+    t = datetime.fromisoformat(iso)
+    day = f"{t.day} {t:%B %Y}"
+    if t.hour == 0 and t.minute == 0:
+        return day
+    hour = t.hour % 12 or 12
+    return f"{day}, {hour}:{t.minute:02d} {'am' if t.hour < 12 else 'pm'}"
+
+
+def human_range(times: Sequence[str]) -> str:
+    if not times:
+        return "undated"
+    a, b = times[0][:10], times[-1][:10]
+    first = human_time(times[0]).split(",")[0]
+    return first if a == b else f"{first} – {human_time(times[-1]).split(',')[0]}"

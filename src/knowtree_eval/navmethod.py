@@ -1,0 +1,81 @@
+"""Eval method `nav`: score-guided navigation (`navigate.nav`) over the same tree and index as `tree`.
+
+The tree, index, embedder and scoring are `tree`'s (`TreeMethod`), so the two differ only by the
+model's judgments. Budget metrics (`hit_b1024`…) are computed on the final ranking exactly as for
+`tree`; with a model given (`answer`), the ranking packed into `budget` tokens is answered in one
+call (the reader every retrieval method shares), so QuALITY accuracy compares with `fulltext`.
+`nav-judge` is the same without the answer call (retrieval only). The record counts every model
+request (judge rounds + answer), sequential round trips and wall time; `tokens_read` is what the model read of the corpus: the snippets judged plus the evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from knowtree.answer.nav import NavOptions
+from knowtree_eval.datasets import Case
+from knowtree_eval.methods import (
+    CorpusContext,
+    MethodParams,
+    Record,
+    account,
+    answer_metrics,
+    base_record,
+    retrieval_metrics,
+)
+from knowtree_eval.treemethod import TreeMethod
+
+
+@dataclass
+class NavMethod(TreeMethod):
+    name: str = "nav"
+    answer: bool = False
+    options: NavOptions = field(default_factory=NavOptions)
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record:
+        from knowtree.answer.nav import navigate
+        from knowtree.retrieve.treesearch import pack_evidence
+        from knowtree_eval.runtime import answer_from_text
+
+        started = time.perf_counter()
+        built = self.built(ctx)
+        ranking = self.rank(built, case.question)
+        runtime = ctx.need_runtime()
+        record = base_record(case, self.name)
+        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
+            nav = navigate(
+                built.index,
+                ranking,
+                case.question,
+                client,
+                built.shape,
+                self.options,
+                budget_tokens=self.budget,
+            )
+            evidence = pack_evidence(built.index, nav.ranking, self.budget, shape=built.shape)
+            if self.answer:
+                text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
+                record.prediction = answer_from_text(client, case.prompt(), text)
+            account(record, client, run_id)
+        ranked = [built.piece_passage[p] for p in nav.ranking.pieces]
+        lengths = [built.piece_tokens[p] for p in nav.ranking.pieces]
+        record.retrieved = list(dict.fromkeys(ranked[: self.k]))
+        record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget, lengths=lengths)
+        record.metrics["judge_fallbacks"] = float(nav.fallbacks)
+        record.metrics["graded_yes"] = float(sum(1 for g in nav.grades.values() if g == 1.0))
+        if self.answer:
+            scores, record.choice = answer_metrics(case, record.prediction)
+            record.metrics.update(scores)
+        record.tokens_read = sum(ev.tokens for ev in evidence) + nav.shown_chars // 4
+        record.status = "fallback" if nav.fallbacks else "judged"
+        record.wall_s = time.perf_counter() - started
+        return record
+
+
+def nav_method(p: MethodParams, *, judge_only: bool = False) -> NavMethod:
+    """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
+    ranking alone (its budget hit rates and judge cost, no answer call)."""
+    if judge_only:
+        return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge")
+    return NavMethod(k=p.k, budget=p.budget, answer=p.answer)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,15 @@ class BuildReport:
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
             f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
         )
+
+
+@dataclass
+class Run:
+    """One recorded job (`KnowTree.run`): its id, the client charging calls to it, its final status."""
+
+    id: str
+    client: LLMClient | None
+    status: str = "ok"
 
 
 class KnowTree:
@@ -112,6 +122,23 @@ class KnowTree:
             max_cost=self.settings.max_cost,
         )
         return LLMClient(self.model, self.store, options, run_id=run_id)
+
+    @contextmanager
+    def run(self, kind: str, label: str | None, detail: str = "", *, model: bool = True) -> Iterator[Run]:
+        """The bookkeeping around one job, in one place: the model is resolved first (a bad model
+        string fails before anything is recorded), a run row is opened, `run.client` charges every
+        call to it, and the row is closed with `run.status` ("ok" unless the job set another), or
+        "failed" when the job raised (KeyboardInterrupt included)."""
+        if model:
+            self.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
+        run_id = self.store.start_run(kind, label, detail=detail[:500])
+        handle = Run(run_id, self.client(run_id) if model else None)
+        try:
+            yield handle
+        except BaseException:
+            self.store.finish_run(run_id, "failed")
+            raise
+        self.store.finish_run(run_id, handle.status)
 
     def close(self) -> None:
         if self._model is not None:

@@ -92,15 +92,10 @@ class Tree:
             # show whole leaves: as long as the longest one in this tree (chunk size + overlap)
             leaf_chars=max(6000, max((len(n.text) for n in self.nodes.values() if n.is_leaf), default=0)),
         )
-        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-        run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
-        walker = Walker(self.nodes, self.root.id, self.kt.client(run_id), options, on_step=on_step)
-        try:
-            answer = walker.ask(question)
-        except BaseException:
-            self.kt.store.finish_run(run_id, "failed")
-            raise
-        self.kt.store.finish_run(run_id, answer.status)
+        with self.kt.run("ask", self.name, question) as run:
+            assert run.client is not None
+            answer = Walker(self.nodes, self.root.id, run.client, options, on_step=on_step).ask(question)
+            run.status = answer.status
         return answer
 
     def retrieve(self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default") -> list[Evidence]:

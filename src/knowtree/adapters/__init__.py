@@ -2,4 +2,5 @@
 
 `knowtree.adapters.langchain.KnowtreeRetriever` (pip install "knowtree[langchain]") and
 `knowtree.adapters.llamaindex.KnowtreeRetriever` (pip install "knowtree[llamaindex]").
+May import: the facades and everything below them.
 """

@@ -1,1 +1,4 @@
-"""Interoperability with other tree formats (PageIndex JSON)."""
+"""Interoperability with other tree formats (PageIndex JSON, ChatIndex export).
+
+May import: the facades and everything below them.
+"""

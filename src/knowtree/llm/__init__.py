@@ -1,6 +1,8 @@
-"""LLM access: one small interface (`Model.complete`), adapters per provider, one client for the rest.
+"""LLM access: one small interface (`Model.complete`), adapters per provider, one client for the rest
+(cache, concurrency limit, retries honouring Retry-After, budgets, the token/cost ledger).
 
 Adapters import their SDKs lazily: `import knowtree.llm` loads no provider library.
+May import: config, text, types, errors — nothing above (the client is handed its store).
 """
 
 from knowtree.llm.base import Completion, Message, Model, Request

@@ -1,4 +1,8 @@
-"""Retrieval building blocks (lexical BM25, offline embeddings), usable by evaluation and applications alike."""
+"""Retrieval: the only BM25 (SQLite FTS5), dense embeddings and vector indexes, rank fusion, and
+the tree used as an index (contextual entries, scores rolled up the tree, evidence packing).
+
+May import: ingest, store, llm, config, text, types, errors (never answer, construct or the facades).
+"""
 
 from knowtree.retrieve.bm25 import (
     STOPWORDS,

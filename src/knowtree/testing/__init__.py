@@ -1,4 +1,5 @@
-"""Shipped fake models for tests (`FunctionModel`, `KeywordModel`, ...): deterministic, no weights.
+"""Shipped fake models for tests (`FunctionModel`, `ScriptedModel`, `KeywordModel`): deterministic,
+no weights. Not imported by `import knowtree`; model strings such as `keyword` load it on demand.
 
-Not imported by `import knowtree`; the `test:` model prefix loads it on demand.
+May import: llm, text, types, errors.
 """

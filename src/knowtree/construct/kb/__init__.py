@@ -1,1 +1,4 @@
-"""Knowledge-base (AutoKB) construction: chunks, clusters, themes, subtrees, solutions, compliance."""
+"""Knowledge-base (AutoKB) construction: chunks, clusters, themes, subtrees, solutions, compliance.
+
+May import what construct/ may import.
+"""

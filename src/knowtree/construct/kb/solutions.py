@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.construct.kb.metadata import show
+from knowtree.ingest.kb_attributes import show
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient

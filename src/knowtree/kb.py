@@ -59,6 +59,34 @@ class Host(Protocol):
     def client(self, run_id: str | None = None) -> LLMClient: ...
 
 
+class StoredRows:
+    """The KB builder's reads and writes (`construct.kb.builder.KBRows`), on this KB's store rows."""
+
+    def __init__(self, store: SQLiteStore, name: str) -> None:
+        self.store, self.name = store, name
+
+    def save_parts(self, **parts: Any) -> None:
+        kbstore.save_parts(self.store, self.name, **parts)
+
+    def save_solution(self, issue_id: str, solution: Any, status: str, compliance: list[dict[str, Any]]) -> None:
+        kbstore.save_solution(self.store, self.name, issue_id, solution, status, compliance)
+
+    def mark_stale(self, issue_ids: Sequence[str]) -> None:
+        kbstore.mark_stale(self.store, self.name, issue_ids)
+
+    def load_raw(self) -> list[kbstore.KBRaw]:
+        return kbstore.load_raw(self.store, self.name)
+
+    def load_themes(self) -> list[kbstore.KBTheme]:
+        return kbstore.load_themes(self.store, self.name)
+
+    def load_issues(self) -> list[kbstore.KBIssue]:
+        return kbstore.load_issues(self.store, self.name)
+
+    def load_chunks(self) -> list[kbstore.KBChunk]:
+        return kbstore.load_chunks(self.store, self.name)
+
+
 def _issues(value: str | Path | Sequence[RawIssue]) -> list[RawIssue]:
     return load_raw_issues(value) if isinstance(value, str | Path) else list(value)
 
@@ -92,7 +120,7 @@ class KB:
     def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:
         record = kbstore.kb_record(self.kt.store, self.name)
         return KBContext(
-            store=self.kt.store,
+            rows=StoredRows(self.kt.store, self.name),
             name=self.name,
             client=client,
             indexes=self.indexes(record.settings.get("embedder")),

@@ -6,6 +6,7 @@ Imports nothing from knowtree: it sits at the bottom of the layers, beside `type
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -168,6 +169,29 @@ def words(text: str) -> list[str]:
 
 def stem(word: str) -> str:
     return word[:5] if word.isalpha() else word.replace(",", "")
+
+
+def quote_score(quote: str, text: str) -> float:
+    """How much of the quote appears, in one stretch, in the text: 1.0 exact, 0.0 not at all."""
+    q = words(quote)
+    if not q:
+        return 0.0
+    t = words(text)
+    if f" {' '.join(q)} " in f" {' '.join(t)} ":
+        return 1.0
+    m = len(q)
+    if m < 4 or len(t) < m:
+        return 0.0  # a very short quote must match exactly
+    need = Counter(q)
+    window = Counter(t[:m])
+    best = sum((need & window).values())
+    for i in range(m, len(t)):
+        window[t[i]] += 1
+        window[t[i - m]] -= 1
+        if window[t[i - m]] == 0:
+            del window[t[i - m]]
+        best = max(best, sum((need & window).values()))
+    return best / m
 
 
 def clip(text: str, limit: int) -> str:

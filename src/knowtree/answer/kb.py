@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowtree.construct.kb.metadata import compare, describe, keyword_metadata, metadata_model, normalize
 from knowtree.errors import ModelOutputError
+from knowtree.ingest.kb_attributes import compare, describe, keyword_metadata, metadata_model, normalize
 from knowtree.ingest.kb_inputs import AttributeConfig
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient

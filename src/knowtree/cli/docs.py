@@ -74,7 +74,7 @@ def import_command(
             raise InputError(file, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         nodes, root_id, docs = import_tree(data, file)
         with _open(db=db) as kt:
-            from knowtree.construct.guards import check_target
+            from knowtree.building import check_target
 
             check_target(kt.store, tree, kind="document", replace=replace, action=f"importing {file}")
             kt.store.save_tree(

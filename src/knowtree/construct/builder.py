@@ -28,6 +28,7 @@ class BuildResult:
     nodes: list[Node]
     usage: Usage = field(default_factory=Usage)
     fallbacks: int = 0  # nodes whose metadata had to be derived without a valid model reply
+    documents: list[Document] = field(default_factory=list)  # what the tree holds
 
     @property
     def leaves(self) -> int:
@@ -209,7 +210,7 @@ def build_tree(
                 if node.is_leaf or len(node.children) > 1:
                     tick(stage)
     ordered = [nodes[p.id] for p in planned]
-    return BuildResult(root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks)
+    return BuildResult(root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents))
 
 
 def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from knowtree.config import Settings
 from knowtree.errors import UserError
@@ -128,30 +128,3 @@ def confirm_estimate(estimate: BuildEstimate, settings: Settings, confirm: Confi
         return
     if not confirm(estimate):
         raise UserError(f"build not started: {estimate.line()}")
-
-
-def check_estimate(
-    kt: Any, tree: str, documents: Sequence[Any], confirm: Confirm | None, *, structured: bool = False
-) -> None:
-    """Estimate a build of `documents` (StructuredDocuments when `structured`) into `tree` of `kt`
-    (a KnowTree) and ask
-    `confirm` when it passes `confirm_calls`; documents the tree holds unchanged are left out."""
-    if confirm is None:
-        return
-    s, store = kt.settings, kt.store
-    exists = store.tree_exists(tree)
-    unchanged = frozenset((d.path, d.sha256) for d in store.documents(tree)) if exists else frozenset()
-    if structured:
-        summaries = s.summaries
-        if summaries == "auto" and exists:
-            summaries = str(store.tree_settings(tree).get("summaries", "auto"))
-        estimate = estimate_sources(documents, s, summaries=summaries, unchanged=unchanged)
-    else:
-        estimate = estimate_build(
-            [(d.path, d.sha256, len(d.text)) for d in documents],
-            s,
-            unchanged=unchanged,
-            input_cost_per_mtok=s.input_cost_per_mtok,
-            output_cost_per_mtok=s.output_cost_per_mtok,
-        )
-    confirm_estimate(estimate, s, confirm)

@@ -1,10 +1,11 @@
 """Nothing a user stored is replaced unless asked: the checks a build, an import or a removal make
 before they touch an existing tree.
 
-* `check_target`: building onto a tree of another kind (a conversation memory), or rebuilding a
+* `check_stored`: building onto a tree of another kind (a conversation memory), or rebuilding a
   document tree without some of the documents it holds, is refused unless `replace` (`--replace`)
   or, for documents, `add` (`--add`) says what to do with them. A rebuild from the same inputs
-  (the incremental rebuild) passes.
+  (the incremental rebuild) passes. It judges a `StoredTree`, what the facade read of the tree
+  (`knowtree.building.check_target` reads it from the store).
 * `match_document`: `rm --doc X` names exactly one stored document: its stored path, or a unique
   suffix of it at a folder boundary; an ambiguous name lists the candidates.
 """
@@ -13,12 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from knowtree.errors import NotFoundError, UserError
-
-if TYPE_CHECKING:
-    from knowtree.store import SQLiteStore
 
 _SHOWN = 5
 
@@ -32,16 +30,17 @@ def _norm(path: str) -> str:
     return os.path.normpath(path)
 
 
-def describe_tree(store: SQLiteStore, name: str) -> str:
-    info = store.tree_info(name)
-    if info.kind == "conversation":
-        count = len(store.load_messages(name))
-        return f"a conversation memory with {count} message(s)"
-    return f"a {info.kind} tree with {info.documents} document(s)"
+@dataclass
+class StoredTree:
+    """What an existing tree holds, as far as the guards need to know."""
+
+    kind: str
+    holds: str  # "a conversation memory with 3 message(s)", "a document tree with 2 document(s)"
+    paths: list[str]  # its documents' stored paths
 
 
-def check_target(
-    store: SQLiteStore,
+def check_stored(
+    stored: StoredTree | None,
     tree: str,
     *,
     kind: str,
@@ -50,20 +49,20 @@ def check_target(
     replace: bool = False,
     action: str = "building",
 ) -> None:
-    """Raise `UserError` when `action` onto the existing tree `tree` would silently replace what it
-    holds. `paths`: the documents the new tree will hold (None: any existing tree is refused)."""
-    if replace or not store.tree_exists(tree):
+    """Raise `UserError` when `action` onto the existing tree `tree` (`stored`; None: there is none)
+    would silently replace what it holds. `paths`: the documents the new tree will hold (None: any
+    existing tree is refused)."""
+    if replace or stored is None:
         return
-    info = store.tree_info(tree)
-    if info.kind != kind or paths is None:
+    if stored.kind != kind or paths is None:
         raise UserError(
-            f"tree {tree!r} already exists ({describe_tree(store, tree)}); {action} would replace it: "
+            f"tree {tree!r} already exists ({stored.holds}); {action} would replace it: "
             "choose another --tree, or pass --replace to replace it"
         )
     if add:
         return
     new = {_norm(p) for p in paths}
-    dropped = [d.path for d in store.documents(tree) if _norm(d.path) not in new]
+    dropped = [p for p in stored.paths if _norm(p) not in new]
     if dropped:
         raise UserError(
             f"tree {tree!r} holds {len(dropped)} document(s) not in this build ({_listing(dropped)}): "

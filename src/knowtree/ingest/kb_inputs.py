@@ -24,7 +24,7 @@ import io
 import json
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,8 +115,8 @@ def load_raw_issues(path: str | Path) -> list[RawIssue]:
     return issues
 
 
-def _issues_from_jsonl(path: str, text: str) -> list[RawIssue]:
-    out: list[RawIssue] = []
+def _jsonl(path: str, text: str, *, expected: str, strings: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each non-blank line; a bare string is `{"text": ...}` when `strings`."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -124,12 +124,18 @@ def _issues_from_jsonl(path: str, text: str) -> list[RawIssue]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(path, f"line {number}: not valid JSON ({exc.msg})") from None
-        if isinstance(record, str):
+        if strings and isinstance(record, str):
             record = {"text": record}
         if not isinstance(record, dict):
-            raise InputError(path, f"line {number}: expected a JSON object with a text field")
-        out.append(_issue(path, f"line {number}", record))
-    return out
+            raise InputError(path, f"line {number}: {expected}")
+        yield number, record
+
+
+def _issues_from_jsonl(path: str, text: str) -> list[RawIssue]:
+    return [
+        _issue(path, f"line {number}", record)
+        for number, record in _jsonl(path, text, expected="expected a JSON object with a text field", strings=True)
+    ]
 
 
 def _issues_from_csv(path: str, text: str) -> list[RawIssue]:
@@ -266,17 +272,8 @@ def load_kb_docs(paths: Sequence[str]) -> list[DocSection]:
 
 
 def _records(path: str) -> list[DocSection]:
-    text = _read_text(path)
     out = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, f"line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(r, dict):
-            raise InputError(path, f"line {number}: expected a JSON object")
+    for number, r in _jsonl(path, _read_text(path), expected="expected a JSON object"):
         body = next((r[k] for k in ("text", "answer", "body", "content") if isinstance(r.get(k), str)), "")
         title = next((r[k] for k in ("title", "question", "focus", "name") if isinstance(r.get(k), str)), "")
         if not body.strip() and not title.strip():

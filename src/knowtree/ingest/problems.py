@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from knowtree.errors import InputError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,45 @@ def raise_problems(problems: list[InputError]) -> None:
         raise problems[0]
     if problems:
         raise BadFilesError(problems)
+
+
+def load_each(
+    entries: Sequence[str],
+    expand: Callable[[str], list[str]],
+    load: Callable[[str], T],
+    *,
+    skip_bad: bool,
+    skipped: list[Skipped] | None,
+) -> list[T]:
+    """Expand every entry (a missing path fails before any file is read), load each file once (the
+    same file reached twice, by any route, compared by resolved path, is loaded once), collecting
+    every problem: one bad entry or file raises its `InputError`, several a `BadFilesError`; with
+    `skip_bad` the bad ones go to `skipped` instead (an error only when no file is good)."""
+    problems: list[InputError] = []
+    found: list[str] = []
+    seen: set[str] = set()
+    for entry in entries:
+        try:
+            expanded = expand(entry)
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        for path in expanded:
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                found.append(path)
+    out: list[T] = []
+    for path in found:
+        try:
+            out.append(load(path))
+        except InputError as exc:
+            problems.append(exc)
+    if problems and (not skip_bad or not out):
+        raise_problems(problems)
+    if skipped is not None:
+        skipped.extend(Skipped(p.path, p.reason) for p in problems)
+    return out
 
 
 def missing_reason(path: str) -> str:

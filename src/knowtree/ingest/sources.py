@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
-from knowtree.ingest.problems import Skipped, missing_reason, raise_problems
+from knowtree.ingest.problems import Skipped, load_each, missing_reason
 from knowtree.ingest.structure import STRUCTURED_SUFFIXES, StructuredDocument
 from knowtree.ingest.text import SUPPORTED_SUFFIXES, load_documents
 
@@ -91,30 +91,13 @@ def load_sources(
     """Every file as a `StructuredDocument`. Every file is tried: one unreadable file raises its
     `InputError`, several a `BadFilesError` naming each; with `skip_bad` the bad ones are appended to
     `skipped` instead (an error only when no file is good). `max_bytes`: the largest text file accepted."""
-    out: list[StructuredDocument] = []
-    problems: list[InputError] = []
-    paths: list[str] = []
-    seen: set[str] = set()
-    for entry in entries:
-        try:
-            found = expand([entry])
-        except InputError as exc:
-            problems.append(exc)
-            continue
-        for p in found:
-            if os.path.realpath(p) not in seen:
-                seen.add(os.path.realpath(p))
-                paths.append(p)
-    for path in paths:
-        try:
-            out.append(_load_one(path, headings, max_bytes))
-        except InputError as exc:
-            problems.append(exc)
-    if problems and (not skip_bad or not out):
-        raise_problems(problems)
-    if skipped is not None:
-        skipped.extend(Skipped(p.path, p.reason) for p in problems)
-    return out
+    return load_each(
+        entries,
+        lambda entry: expand([entry]),
+        lambda path: _load_one(path, headings, max_bytes),
+        skip_bad=skip_bad,
+        skipped=skipped,
+    )
 
 
 def _load_one(path: str, headings: bool, max_bytes: int) -> StructuredDocument:

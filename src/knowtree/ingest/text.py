@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
-from knowtree.ingest.problems import Skipped, missing_reason, raise_problems
+from knowtree.ingest.problems import Skipped, load_each, missing_reason
 from knowtree.types import Document
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst", ".text")
@@ -69,31 +69,9 @@ def load_documents(
     """
     if isinstance(paths, str):  # a lone string would be iterated character by character
         paths = [paths]
-    found: list[str] = []
-    seen: set[str] = set()
-    problems: list[InputError] = []
-    for entry in paths:  # expand everything first: a missing path fails before any file is read
-        try:
-            expanded = _expand(entry)
-        except InputError as exc:
-            problems.append(exc)
-            continue
-        for path in expanded:
-            key = os.path.realpath(path)
-            if key not in seen:
-                seen.add(key)
-                found.append(path)
-    docs: list[Document] = []
-    for path in found:
-        try:
-            docs.append(_load_file(path, max_bytes))
-        except InputError as exc:
-            problems.append(exc)
-    if problems and (not skip_bad or not docs):
-        raise_problems(problems)
-    if skipped is not None:
-        skipped.extend(Skipped(p.path, p.reason) for p in problems)
-    return docs
+    return load_each(
+        paths, _expand, lambda path: _load_file(path, max_bytes), skip_bad=skip_bad, skipped=skipped
+    )
 
 
 def _expand(entry: str) -> list[str]:

@@ -16,7 +16,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from knowtree.construct.kb import chunks as chunking
 from knowtree.construct.kb import cluster, compliance, solutions, subtrees, themes
@@ -24,9 +24,7 @@ from knowtree.ingest.kb_inputs import AttributeConfig, DocSection, RawIssue, Rul
 from knowtree.llm.client import LLMClient
 from knowtree.retrieve import Passage
 from knowtree.retrieve.kbindex import KBIndexes
-from knowtree.store import kb as kbstore
 from knowtree.store.kb import KBChunk, KBCluster, KBIssue, KBRaw, KBTheme
-from knowtree.store.sqlite import SQLiteStore
 from knowtree.types import Usage
 
 if TYPE_CHECKING:
@@ -64,11 +62,40 @@ class KBOptions:
         return cls(**known)
 
 
+class KBRows(Protocol):
+    """What the builder reads of a KB and writes to it, row by row as it goes (a killed build keeps
+    what it stored). The facade (`knowtree.kb`) binds it to the store; nothing here sees the store."""
+
+    def save_parts(
+        self,
+        *,
+        raw: Sequence[KBRaw] = (),
+        themes: Sequence[KBTheme] = (),
+        clusters: Sequence[KBCluster] = (),
+        issues: Sequence[KBIssue] = (),
+        chunks: Sequence[KBChunk] = (),
+    ) -> None: ...
+
+    def save_solution(
+        self, issue_id: str, solution: dict[str, Any] | None, status: str, compliance: list[dict[str, Any]]
+    ) -> None: ...
+
+    def mark_stale(self, issue_ids: Sequence[str]) -> None: ...
+
+    def load_raw(self) -> list[KBRaw]: ...
+
+    def load_themes(self) -> list[KBTheme]: ...
+
+    def load_issues(self) -> list[KBIssue]: ...
+
+    def load_chunks(self) -> list[KBChunk]: ...
+
+
 @dataclass
 class KBContext:
     """Everything a build step needs, passed explicitly."""
 
-    store: SQLiteStore
+    rows: KBRows
     name: str
     client: LLMClient
     indexes: KBIndexes
@@ -123,7 +150,7 @@ def index_docs(ctx: KBContext, sections: Sequence[DocSection]) -> list[KBChunk]:
         )
     ctx.step("index", 0, len(chunks))
     ctx.indexes.add("chunks", chunking.chunk_passages(chunks))
-    kbstore.save_parts(ctx.store, ctx.name, chunks=chunks)
+    ctx.rows.save_parts(chunks=chunks)
     ctx.step("index", len(chunks), len(chunks))
     return chunks
 
@@ -193,6 +220,30 @@ def theme_clusters(
     return found, [found[p].id for p in picks]
 
 
+def expand(ctx: KBContext, seeds: Sequence[subtrees.Seed]) -> tuple[list[KBIssue], dict[str, str]]:
+    """Parent and child issues of each seed (`subtrees.expand_seeds`), and each raw issue's issue id."""
+    return subtrees.expand_seeds(
+        ctx.client,
+        ctx.name,
+        ctx.config,
+        seeds,
+        batch=ctx.options.subtree_batch,
+        min_size=ctx.options.min_expand,
+        progress=lambda d, t: ctx.step("subtrees", d, t),
+    )
+
+
+def make_clusters(
+    seeds: Sequence[subtrees.Seed], theme_ids: Sequence[str], groups: Sequence[Sequence[int]], dense: np.ndarray
+) -> list[KBCluster]:
+    return [
+        KBCluster(
+            id=s.cluster_id, theme_id=tid, seed_raw_id=s.raw_ids[0], centroid=centroid(dense, g), size=len(g)
+        )
+        for s, tid, g in zip(seeds, theme_ids, groups, strict=True)
+    ]
+
+
 def issue_passages(issues: Sequence[KBIssue], members: dict[str, list[tuple[str, str]]]) -> list[Passage]:
     """What the issue index sees, per issue node: its title, and each raw issue it covers as a passage
     of its own (`ISSUE|RAW`): the node ranks by its best-matching text (nearest neighbour), so a query
@@ -229,24 +280,11 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
     seeds = make_seeds(ctx.name, raw, sim, groups)
     ctx.step("cluster", len(raw), len(raw))
     found_themes, theme_ids = theme_clusters(ctx, seeds)
-    issues, links = subtrees.expand_seeds(
-        ctx.client,
-        ctx.name,
-        ctx.config,
-        seeds,
-        batch=ctx.options.subtree_batch,
-        min_size=ctx.options.min_expand,
-        progress=lambda d, t: ctx.step("subtrees", d, t),
-    )
-    clusters = [
-        KBCluster(
-            id=s.cluster_id, theme_id=tid, seed_raw_id=s.raw_ids[0], centroid=centroid(dense, g), size=len(g)
-        )
-        for s, tid, g in zip(seeds, theme_ids, groups, strict=True)
-    ]
+    issues, links = expand(ctx, seeds)
+    clusters = make_clusters(seeds, theme_ids, groups, dense)
     cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
     rows = [KBRaw(r.id, r.text, r.timestamp, cluster_of[r.id], links[r.id]) for r in raw]
-    kbstore.save_parts(ctx.store, ctx.name, raw=rows, themes=found_themes, clusters=clusters, issues=issues)
+    ctx.rows.save_parts(raw=rows, themes=found_themes, clusters=clusters, issues=issues)
     ctx.indexes.add("issues", issue_passages(issues, member_texts(rows)))
     solved = 0
     if ctx.options.solutions == "eager":
@@ -269,7 +307,7 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
 def solve_one(ctx: KBContext, issue: KBIssue, chunks: dict[str, KBChunk]) -> KBIssue:
     passages = solutions.retrieve_chunks(ctx.indexes, chunks, issue)
     solution, status, report = compliance.solve(ctx.client, ctx.config.domain, issue, passages, ctx.rules)
-    kbstore.save_solution(ctx.store, ctx.name, issue.id, solution, status, report)
+    ctx.rows.save_solution(issue.id, solution, status, report)
     issue.solution, issue.status, issue.compliance = solution, status, report
     return issue
 
@@ -287,7 +325,7 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
     form new clusters, which get themes (the existing ones), subtrees and index entries. Nothing
     already built is rebuilt: joined clusters only get their index entries refreshed."""
     started = time.monotonic()
-    old = kbstore.load_raw(ctx.store, ctx.name)
+    old = ctx.rows.load_raw()
     known = {r.id for r in old}
     fresh = [r for r in new if r.id not in known]
     all_raw = [RawIssue(r.id, r.text, r.timestamp) for r in old] + list(fresh)
@@ -295,7 +333,7 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
     if not fresh:
         report.seconds = time.monotonic() - started
         return report
-    issues = kbstore.load_issues(ctx.store, ctx.name)
+    issues = ctx.rows.load_issues()
     by_cluster: dict[str, list[int]] = {}
     for i, r in enumerate(old):
         by_cluster.setdefault(r.cluster_id or "", []).append(i)
@@ -329,33 +367,25 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
             for g in cluster.agglomerate(sub, ctx.options.threshold, max_size=ctx.options.max_cluster)
         ]
         seeds = make_seeds(ctx.name, all_raw, sim, groups)
-        existing = kbstore.load_themes(ctx.store, ctx.name)
+        existing = ctx.rows.load_themes()
         _, theme_ids = theme_clusters(ctx, seeds, existing)
-        new_issues, links = subtrees.expand_seeds(
-            ctx.client,
-            ctx.name,
-            ctx.config,
-            seeds,
-            batch=ctx.options.subtree_batch,
-            min_size=ctx.options.min_expand,
-            progress=lambda d, t: ctx.step("subtrees", d, t),
-        )
-        for s, tid, g in zip(seeds, theme_ids, groups, strict=True):
-            new_clusters.append(KBCluster(s.cluster_id, tid, s.raw_ids[0], centroid(dense, g), len(g)))
+        new_issues, links = expand(ctx, seeds)
+        new_clusters = make_clusters(seeds, theme_ids, groups, dense)
+        for s in seeds:
             for rid, text in zip(s.raw_ids, s.texts, strict=True):
                 rows.append(
                     KBRaw(
                         rid, text, next(r.timestamp for r in fresh if r.id == rid), s.cluster_id, links[rid]
                     )
                 )
-    kbstore.save_parts(ctx.store, ctx.name, raw=rows, clusters=new_clusters, issues=new_issues)
+    ctx.rows.save_parts(raw=rows, clusters=new_clusters, issues=new_issues)
     # refresh index entries of touched clusters (their member text grew) and index the new issues
-    members = member_texts(kbstore.load_raw(ctx.store, ctx.name))
+    members = member_texts(ctx.rows.load_raw())
     touched = set(joined.values()) | {c.id for c in new_clusters}
     affected = [i for i in [*issues, *new_issues] if i.cluster_id in touched]
     ctx.indexes.add("issues", issue_passages(affected, members))
     if ctx.options.solutions == "eager" and new_issues:
-        solve_all(ctx, new_issues, {c.id: c for c in kbstore.load_chunks(ctx.store, ctx.name)})
+        solve_all(ctx, new_issues, {c.id: c for c in ctx.rows.load_chunks()})
     n_parents = sum(i.kind == "parent" for i in new_issues)
     report.clusters, report.parents, report.children = (
         len(new_clusters),
@@ -374,9 +404,9 @@ def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
     started = time.monotonic()
     new_chunks = index_docs(ctx, sections)
     new_ids = {c.id for c in new_chunks}
-    chunks = {c.id: c for c in kbstore.load_chunks(ctx.store, ctx.name)}
+    chunks = {c.id: c for c in ctx.rows.load_chunks()}
     affected = []
-    for issue in kbstore.load_issues(ctx.store, ctx.name):
+    for issue in ctx.rows.load_issues():
         if issue.solution is None:
             continue
         passages = solutions.retrieve_chunks(ctx.indexes, chunks, issue)
@@ -385,7 +415,7 @@ def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
     if ctx.options.solutions == "eager":
         solve_all(ctx, affected, chunks)
     else:
-        kbstore.mark_stale(ctx.store, ctx.name, [i.id for i in affected])
+        ctx.rows.mark_stale([i.id for i in affected])
     return KBReport(
         ctx.name,
         0,

@@ -15,14 +15,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.answer.evidence import quote_score
-from knowtree.construct.kb.metadata import show
+from knowtree.ingest.kb_attributes import show
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.prompts import render
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBChunk, KBIssue
+from knowtree.text import quote_score
 
 TOP_K = 5
 CHUNK_SHOWN = 700

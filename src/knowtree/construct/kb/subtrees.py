@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.construct.kb.metadata import (
+from knowtree.ingest.kb_attributes import (
     describe,
     keyword_metadata,
     metadata_model,

@@ -1,5 +1,7 @@
-"""Issue metadata against the attribute configuration: reply models whose values are constrained to
-the allowed sets, keyword extraction (no model), and the comparison Algorithm 2 needs.
+"""Issue metadata against the attribute configuration (`kb_inputs.AttributeConfig`): reply models
+whose values are constrained to the allowed sets, keyword extraction (no model), and the comparison
+Algorithm 2 needs. Here, below both, because the KB builder (construct/kb) and KB answering
+(answer/kb) use it alike.
 
 Each attribute's value is one allowed value or `any` (a broad issue: every value). The reply models
 are built from the configuration with `pydantic.create_model` and `Literal[...]` fields, so the JSON

@@ -75,7 +75,9 @@ def test_both_stores_implement_the_protocol_with_the_same_signatures() -> None:
         want = inspect.signature(getattr(SQLStore, name))
         assert inspect.signature(getattr(SQLiteStore, name)).parameters.keys() == want.parameters.keys(), name
         if hasattr(Store, name) and name in Store.__dict__:
-            assert inspect.signature(getattr(InMemoryStore, name)).parameters.keys() == want.parameters.keys(), name
+            assert (
+                inspect.signature(getattr(InMemoryStore, name)).parameters.keys() == want.parameters.keys()
+            ), name
 
 
 # -- trees -------------------------------------------------------------------------------------------
@@ -88,7 +90,14 @@ def test_tree_round_trip_and_info(store: Store) -> None:
     assert store.documents("missing") == []
     assert store.tree_settings("t") == {"k": 1}
     info = store.tree_info("t")
-    assert (info.documents, info.nodes, info.leaves, info.depth, info.model, info.kind) == (2, 3, 2, 1, "m1", "document")
+    assert (info.documents, info.nodes, info.leaves, info.depth, info.model, info.kind) == (
+        2,
+        3,
+        2,
+        1,
+        "m1",
+        "document",
+    )
 
 
 def test_replacing_a_tree_keeps_its_creation_time(store: Store) -> None:
@@ -156,9 +165,13 @@ def _message(position: int, node_id: str) -> dict[str, object]:
 def test_memory_steps_upsert_nodes_and_append_messages(store: Store) -> None:
     root, nodes, _ = _tree("m")
     step = {"model": "m1", "settings": {}, "parents": {"m-a": root, "m-b": root}}
-    store.save_memory_step("chat", root_id=root, nodes=nodes, messages=[_message(0, "m-a"), _message(1, "m-b")], **step)  # type: ignore[arg-type]
+    store.save_memory_step(
+        "chat", root_id=root, nodes=nodes, messages=[_message(0, "m-a"), _message(1, "m-b")], **step
+    )  # type: ignore[arg-type]
     assert store.tree_info("chat").kind == "conversation"
-    store.save_memory_step("chat", root_id=root, nodes=nodes[2:], removed=["m-b"], messages=[_message(2, "m-a")], **step)  # type: ignore[arg-type]
+    store.save_memory_step(
+        "chat", root_id=root, nodes=nodes[2:], removed=["m-b"], messages=[_message(2, "m-a")], **step
+    )  # type: ignore[arg-type]
     assert set(store.load_nodes("chat")) == {"m-a", "m-root"}
     messages = store.load_messages("chat")
     assert [m["position"] for m in messages] == [0, 1, 2] and messages[0]["name"] is None
@@ -182,7 +195,9 @@ def test_cache_ledger_and_runs(store: Store) -> None:
     second = store.start_run("ask", "u")
     usage = Usage(input_tokens=10, output_tokens=5, cost_usd=0.5, seconds=1.0)
     for cached in (False, True):
-        store.record_call(run_id=first, key="k", model_id="m1", purpose="p", cached=cached, usage=usage, error=None)
+        store.record_call(
+            run_id=first, key="k", model_id="m1", purpose="p", cached=cached, usage=usage, error=None
+        )
     store.finish_run(first, "ok")
     total = store.run_usage(first)
     assert (total.calls, total.cached, total.input_tokens, total.output_tokens) == (1, 1, 20, 10)

@@ -229,8 +229,15 @@ class InMemoryStore:
     def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
         run_id = uuid.uuid4().hex[:12]
         self._runs.append(
-            {"id": run_id, "kind": kind, "tree": tree, "detail": detail, "status": "running",
-             "started": _now(), "finished": None}  # fmt: skip
+            {
+                "id": run_id,
+                "kind": kind,
+                "tree": tree,
+                "detail": detail,
+                "status": "running",
+                "started": _now(),
+                "finished": None,
+            }
         )
         return run_id
 

@@ -176,9 +176,7 @@ class SQLiteStore:
         return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
 
     def tree_info(self, name: str) -> TreeInfo:
-        rows = self._query(
-            "SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,)
-        )
+        rows = self._query("SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,))
         if not rows:
             raise NotFoundError(self.missing_message(name))
         root_id, model, created, updated, kind = rows[0]
@@ -418,4 +416,3 @@ class SQLiteStore:
         """`fn(connection)` in one write transaction (rolled back if it raises)."""
         with self._tx() as c:
             return fn(c)
-

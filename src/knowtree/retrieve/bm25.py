@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import StoreError, UserError
+from knowtree.store.migrations import INDEX_NAME, create_lexical_index
 
 # English function words and question words: frequent in questions, useless for finding the answer.
 STOPWORDS: frozenset[str] = frozenset(
@@ -41,8 +42,6 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 
 @dataclass(slots=True)
@@ -88,20 +87,27 @@ def fingerprint(passages: Iterable[PassageLike]) -> str:
     """A content hash of passages (ids, documents and texts), to tell whether a stored index is current."""
     h = hashlib.sha256()
     for p in passages:
-        pid, text, doc, _meta = _unpack(p)
+        pid, text, doc, _meta = unpack(p)
         for part in (pid, doc, text):
             h.update(part.encode("utf-8"))
             h.update(b"\x00")
     return h.hexdigest()[:24]
 
 
-def _unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
+def unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
+    """(id, text, doc, meta) of a passage given as a `Passage` or an (id, text[, meta]) tuple."""
     if isinstance(p, Passage):
         return p.id, p.text, p.doc, p.meta
     if isinstance(p, tuple) and len(p) in (2, 3):
         meta = p[2] if len(p) == 3 else {}  # type: ignore[misc]
         return str(p[0]), str(p[1]), "", dict(meta)
     raise TypeError(f"a passage is a Passage or an (id, text[, meta]) tuple, got {type(p).__name__}")
+
+
+def check_index_name(name: str) -> None:
+    """Index names become table names: letters, digits and '_' only (UserError otherwise)."""
+    if not INDEX_NAME.fullmatch(name):
+        raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -130,22 +136,13 @@ class LexicalIndex:
         name: str = "passages",
         stopwords: frozenset[str] | None = STOPWORDS,
     ) -> None:
-        if not _NAME.fullmatch(name):
-            raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+        check_index_name(name)
         self.path = str(path)
         self.name = name
         self.stopwords = stopwords
-        self._table = f"lex_{name}"
         try:
             self._conn = connect(self.path)
-            self._conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table} USING fts5("
-                f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{_TOKENIZE}')"
-            )
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS lexical_indexes("
-                "name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER)"
-            )
+            self._table = create_lexical_index(self._conn, name)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open a lexical index there ({exc})") from exc
 
@@ -167,7 +164,7 @@ class LexicalIndex:
         """Index passages; a passage whose id is already indexed replaces the old one. Returns the count."""
         rows = []
         for p in passages:
-            pid, text, doc, meta = _unpack(p)
+            pid, text, doc, meta = unpack(p)
             rows.append((pid, doc, text, json.dumps(meta, ensure_ascii=False, default=str)))
         if not rows:
             return 0

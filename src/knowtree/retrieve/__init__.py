@@ -1,7 +1,6 @@
 """Retrieval building blocks (lexical BM25, offline embeddings), usable by evaluation and applications alike."""
 
 from knowtree.retrieve.bm25 import (
-    STOPWORDS,
     LexicalIndex,
     Passage,
     fingerprint,
@@ -11,9 +10,10 @@ from knowtree.retrieve.bm25 import (
 from knowtree.retrieve.embed import Embedder, HashEmbedder, StaticEmbedder, get_embedder
 from knowtree.retrieve.hybrid import HybridIndex, reciprocal_rank_fusion
 from knowtree.retrieve.vectors import VectorIndex
+from knowtree.text import QUERY_STOPWORDS
 
 __all__ = [
-    "STOPWORDS",
+    "QUERY_STOPWORDS",
     "Embedder",
     "HashEmbedder",
     "HybridIndex",

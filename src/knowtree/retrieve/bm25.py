@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,20 +28,7 @@ from typing import Any
 
 from knowtree.errors import StoreError, UserError
 from knowtree.store.migrations import INDEX_NAME, create_lexical_index
-
-# English function words and question words: frequent in questions, useless for finding the answer.
-STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are aren as at be because been before being
-    below between both but by can cannot could couldn did didn do does doesn doing don down during each
-    few for from further had hadn has hasn have haven having he her here hers herself him himself his
-    how i if in into is isn it its itself just let me more most my myself no nor not now of off on once
-    only or other ought our ours ourselves out over own same shan she should shouldn so some such than
-    that the their theirs them themselves then there these they this those through to too under until
-    up very was wasn we were weren what when where which while who whom whose why will with won would
-    wouldn you your yours yourself yourselves also ever s t d ll m re ve y
-    """.split()
-)
+from knowtree.text import QUERY_STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -58,7 +47,7 @@ class Passage:
 PassageLike = Passage | tuple[str, str] | tuple[str, str, dict[str, Any]]
 
 
-def query_terms(text: str, *, stopwords: frozenset[str] | None = STOPWORDS) -> list[str]:
+def query_terms(text: str, *, stopwords: frozenset[str] | None = QUERY_STOPWORDS) -> list[str]:
     """The distinct search words of a free-text query, in order, lowercased.
 
     Single letters are dropped (they are initials or option labels, not content), digits are kept
@@ -134,7 +123,7 @@ class LexicalIndex:
         path: str | Path = ":memory:",
         *,
         name: str = "passages",
-        stopwords: frozenset[str] | None = STOPWORDS,
+        stopwords: frozenset[str] | None = QUERY_STOPWORDS,
     ) -> None:
         check_index_name(name)
         self.path = str(path)
@@ -248,3 +237,27 @@ class LexicalIndex:
 
     def __iter__(self) -> Iterator[str]:
         return (str(r[0]) for r in self._conn.execute(f"SELECT pid FROM {self._table} ORDER BY rowid"))
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def bm25_scores(query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """BM25 of each text against the query, the texts themselves as the collection (in memory, no
+    index: for ranking a handful of texts, e.g. the leaves of one section)."""
+    docs = [_TOKEN.findall(t.lower()) for t in texts]
+    terms = [t for t in dict.fromkeys(_TOKEN.findall(query.lower())) if t not in QUERY_STOPWORDS]
+    n = len(docs)
+    avg = sum(map(len, docs)) / max(n, 1) or 1.0
+    counts = [Counter(d) for d in docs]
+    out = []
+    for d, c in zip(docs, counts, strict=True):
+        score = 0.0
+        for t in terms:
+            df = sum(1 for cc in counts if t in cc)
+            if not df or not c[t]:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * c[t] * (k1 + 1) / (c[t] + k1 * (1 - b + b * len(d) / avg))
+        out.append(score)
+    return out

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
-from knowtree.retrieve.bm25 import STOPWORDS, match_expression, query_terms
+from knowtree.retrieve.bm25 import match_expression, query_terms
 from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
 from knowtree.store.rows import load_tree_nodes
 from knowtree.types import Node, content_hash
@@ -248,7 +248,7 @@ class TreeIndex:
 
     def lexical(self, question: str, limit: int = 5000) -> dict[str, float]:
         """BM25 (higher is better) of every entry sharing a content word with the question."""
-        terms = query_terms(question, stopwords=STOPWORDS)
+        terms = query_terms(question)
         if not terms:
             return {}
         sql = (

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
 from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
+from knowtree.store.protocol import Store
 from knowtree.store.rows import load_tree_nodes
 from knowtree.types import Node, content_hash
 
@@ -173,13 +174,7 @@ def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
 
-class HookedStore(Protocol):
-    def on_save_tree(self, fn: Callable[[sqlite3.Connection, str], object]) -> None: ...
-
-    def on_delete_tree(self, fn: Callable[[sqlite3.Connection, str], object]) -> None: ...
-
-
-def attach(store: HookedStore) -> None:
+def attach(store: Store) -> None:
     """Keep the tree index with the trees of `store`: synced in every save's transaction, dropped
     with the tree. (`KnowTree` attaches it; a store without it is synced on first search.)"""
     # looked up at call time, so a wrapped sync_entries (benchmarks/bench_tree_index.py) is the one run

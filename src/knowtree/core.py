@@ -23,7 +23,8 @@ from knowtree.errors import ConfigError, NotFoundError
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
-from knowtree.store import SQLiteStore
+from knowtree.retrieve.treeindex import attach as attach_tree_index
+from knowtree.store import SQLiteStore, SQLStore
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class KnowTree:
             raise NotFoundError(
                 f"no knowtree database at {settings.db}: build a tree first (knowtree build PATH)"
             )
-        self.store = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
+        self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
+        attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
         self._model: Model | None = model
         self._model_given = model is not None  # a Model object, not a model string from the settings
 

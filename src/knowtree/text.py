@@ -161,6 +161,26 @@ STOPWORDS = frozenset(
         "say",
     ]
 )
+# BM25 queries (retrieve/bm25.py, the tree index, lexical search in memories) drop a narrower,
+# classic list of English function words: they keep words such as "may", "right", "part", "answer"
+# or "option" that a question can be about, and drop the fragments the \w+ tokenizer makes of
+# contractions ("ll", "ve", "couldn"). The retrieval numbers are measured with exactly this set.
+QUERY_STOPWORDS: frozenset[str] = (
+    STOPWORDS
+    - frozenset(
+        """
+        according another answer correct done either every following it's letter many may might mine
+        much must neither onto option options part question right said say says shall text us
+        without yes
+        """.split()
+    )
+) | frozenset(
+    """
+    above against because below between cannot couldn d doing ever further hadn hasn haven hers
+    herself him himself itself let ll m myself now ought ours ourselves re shan shouldn
+    themselves through until ve won wouldn y yours yourself yourselves
+    """.split()
+)
 
 
 def words(text: str) -> list[str]:

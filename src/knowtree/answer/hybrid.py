@@ -13,7 +13,7 @@ from typing import Any
 from knowtree.answer.passages import Passages
 from knowtree.errors import ConfigError
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
-from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C
+from knowtree.retrieve.hybrid import EMBEDDING_WEIGHT, RRF_C, rrf_scores
 from knowtree.types import Node
 
 SearchFn = Callable[[str, int], list[tuple[str, float]]]  # (query, limit) → (unit id, score)
@@ -77,12 +77,12 @@ class HybridScorer:
 
     def unit_scores(self, question: str) -> dict[str, float]:
         """Fused score per unit (topic id or passage id), higher is better; only units that matched."""
-        out: dict[str, float] = {}
+        rankings: list[list[str]] = []
+        weights: list[float] = []
         wl, we = self.weights
         if wl:
-            for rank, (uid, _) in enumerate(self._lexical(question)):
-                if uid in self._node_of or uid in self.nodes:
-                    out[uid] = out.get(uid, 0.0) + wl / (RRF_C + rank)
+            rankings.append([uid for uid, _ in self._lexical(question)])
+            weights.append(wl)
         if self.embedder is not None and we:
             try:
                 import numpy as np
@@ -91,13 +91,15 @@ class HybridScorer:
                     self._matrix = self.embedder.embed([self._text(u) for u, _ in self._units])
                 q = self.embedder.embed([question])[0]
                 sims = self._matrix @ q
-                for rank, j in enumerate(np.argsort(-sims)[:200]):
-                    uid = self._units[int(j)][0]
-                    out[uid] = out.get(uid, 0.0) + we / (RRF_C + rank)
+                rankings.append([self._units[int(j)][0] for j in np.argsort(-sims)[:200]])
+                weights.append(we)
             except (ConfigError, ImportError, ValueError) as exc:  # no embedder: lexical only, noted
                 self.error = f"embeddings unavailable, BM25 only: {exc}"
                 self.embedder = None
-        return out
+        # ranks counted from 0 here (weight / (RRF_C + 0) for the first), as tuned for memories
+        fused = rrf_scores(rankings, RRF_C, weights=weights, start=0)
+        # a `search` function may return ids that are neither a unit nor a node: left out
+        return {uid: s for uid, s in fused.items() if uid in self._node_of or uid in self.nodes}
 
     def scores(self, question: str) -> dict[str, float]:
         """Fused score per node (a message: its best passage); also sets `passage_scores`."""

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from knowtree.errors import ModelOutputError
 from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
 from knowtree.prompts import render
+from knowtree.retrieve.bm25 import bm25_scores
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 CHARS_PER_TOKEN = 4
@@ -409,7 +409,6 @@ class TreeSearch:
 
 
 _PART = re.compile(r"\((part \d+/\d+)[,)]")
-_TOKEN = re.compile(r"[a-z0-9]+")
 
 
 class Openings:
@@ -440,28 +439,6 @@ class Openings:
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != "\f"), "")
-
-
-def bm25_scores(query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
-    """BM25 of each text against the query, the texts themselves as the collection."""
-    from knowtree.retrieve.bm25 import STOPWORDS
-
-    docs = [_TOKEN.findall(t.lower()) for t in texts]
-    terms = [t for t in dict.fromkeys(_TOKEN.findall(query.lower())) if t not in STOPWORDS]
-    n = len(docs)
-    avg = sum(map(len, docs)) / max(n, 1) or 1.0
-    counts = [Counter(d) for d in docs]
-    out = []
-    for d, c in zip(docs, counts, strict=True):
-        score = 0.0
-        for t in terms:
-            df = sum(1 for cc in counts if t in cc)
-            if not df or not c[t]:
-                continue
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            score += idf * c[t] * (k1 + 1) / (c[t] + k1 * (1 - b + b * len(d) / avg))
-        out.append(score)
-    return out
 
 
 def cite(leaf: Node, quote: str) -> Citation:

@@ -5,7 +5,6 @@ May import: ingest, store, llm, config, text, types, errors (never answer, const
 """
 
 from knowtree.retrieve.bm25 import (
-    STOPWORDS,
     LexicalIndex,
     Passage,
     fingerprint,
@@ -15,9 +14,10 @@ from knowtree.retrieve.bm25 import (
 from knowtree.retrieve.embed import Embedder, HashEmbedder, StaticEmbedder, get_embedder
 from knowtree.retrieve.hybrid import HybridIndex, reciprocal_rank_fusion
 from knowtree.retrieve.vectors import VectorIndex
+from knowtree.text import QUERY_STOPWORDS
 
 __all__ = [
-    "STOPWORDS",
+    "QUERY_STOPWORDS",
     "Embedder",
     "HashEmbedder",
     "HybridIndex",

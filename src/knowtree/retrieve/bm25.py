@@ -17,32 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from knowtree.errors import StoreError, UserError
-
-# English function words and question words: frequent in questions, useless for finding the answer.
-STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are aren as at be because been before being
-    below between both but by can cannot could couldn did didn do does doesn doing don down during each
-    few for from further had hadn has hasn have haven having he her here hers herself him himself his
-    how i if in into is isn it its itself just let me more most my myself no nor not now of off on once
-    only or other ought our ours ourselves out over own same shan she should shouldn so some such than
-    that the their theirs them themselves then there these they this those through to too under until
-    up very was wasn we were weren what when where which while who whom whose why will with won would
-    wouldn you your yours yourself yourselves also ever s t d ll m re ve y
-    """.split()
-)
+from knowtree.store.migrations import INDEX_NAME, create_lexical_index
+from knowtree.text import QUERY_STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 
 @dataclass(slots=True)
@@ -59,7 +47,7 @@ class Passage:
 PassageLike = Passage | tuple[str, str] | tuple[str, str, dict[str, Any]]
 
 
-def query_terms(text: str, *, stopwords: frozenset[str] | None = STOPWORDS) -> list[str]:
+def query_terms(text: str, *, stopwords: frozenset[str] | None = QUERY_STOPWORDS) -> list[str]:
     """The distinct search words of a free-text query, in order, lowercased.
 
     Single letters are dropped (they are initials or option labels, not content), digits are kept
@@ -88,20 +76,27 @@ def fingerprint(passages: Iterable[PassageLike]) -> str:
     """A content hash of passages (ids, documents and texts), to tell whether a stored index is current."""
     h = hashlib.sha256()
     for p in passages:
-        pid, text, doc, _meta = _unpack(p)
+        pid, text, doc, _meta = unpack(p)
         for part in (pid, doc, text):
             h.update(part.encode("utf-8"))
             h.update(b"\x00")
     return h.hexdigest()[:24]
 
 
-def _unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
+def unpack(p: PassageLike) -> tuple[str, str, str, dict[str, Any]]:
+    """(id, text, doc, meta) of a passage given as a `Passage` or an (id, text[, meta]) tuple."""
     if isinstance(p, Passage):
         return p.id, p.text, p.doc, p.meta
     if isinstance(p, tuple) and len(p) in (2, 3):
         meta = p[2] if len(p) == 3 else {}  # type: ignore[misc]
         return str(p[0]), str(p[1]), "", dict(meta)
     raise TypeError(f"a passage is a Passage or an (id, text[, meta]) tuple, got {type(p).__name__}")
+
+
+def check_index_name(name: str) -> None:
+    """Index names become table names: letters, digits and '_' only (UserError otherwise)."""
+    if not INDEX_NAME.fullmatch(name):
+        raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -128,24 +123,15 @@ class LexicalIndex:
         path: str | Path = ":memory:",
         *,
         name: str = "passages",
-        stopwords: frozenset[str] | None = STOPWORDS,
+        stopwords: frozenset[str] | None = QUERY_STOPWORDS,
     ) -> None:
-        if not _NAME.fullmatch(name):
-            raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+        check_index_name(name)
         self.path = str(path)
         self.name = name
         self.stopwords = stopwords
-        self._table = f"lex_{name}"
         try:
             self._conn = connect(self.path)
-            self._conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._table} USING fts5("
-                f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{_TOKENIZE}')"
-            )
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS lexical_indexes("
-                "name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER)"
-            )
+            self._table = create_lexical_index(self._conn, name)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open a lexical index there ({exc})") from exc
 
@@ -167,7 +153,7 @@ class LexicalIndex:
         """Index passages; a passage whose id is already indexed replaces the old one. Returns the count."""
         rows = []
         for p in passages:
-            pid, text, doc, meta = _unpack(p)
+            pid, text, doc, meta = unpack(p)
             rows.append((pid, doc, text, json.dumps(meta, ensure_ascii=False, default=str)))
         if not rows:
             return 0
@@ -251,3 +237,27 @@ class LexicalIndex:
 
     def __iter__(self) -> Iterator[str]:
         return (str(r[0]) for r in self._conn.execute(f"SELECT pid FROM {self._table} ORDER BY rowid"))
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def bm25_scores(query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """BM25 of each text against the query, the texts themselves as the collection (in memory, no
+    index: for ranking a handful of texts, e.g. the leaves of one section)."""
+    docs = [_TOKEN.findall(t.lower()) for t in texts]
+    terms = [t for t in dict.fromkeys(_TOKEN.findall(query.lower())) if t not in QUERY_STOPWORDS]
+    n = len(docs)
+    avg = sum(map(len, docs)) / max(n, 1) or 1.0
+    counts = [Counter(d) for d in docs]
+    out = []
+    for d, c in zip(docs, counts, strict=True):
+        score = 0.0
+        for t in terms:
+            df = sum(1 for cc in counts if t in cc)
+            if not df or not c[t]:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * c[t] * (k1 + 1) / (c[t] + k1 * (1 - b + b * len(d) / avg))
+        out.append(score)
+    return out

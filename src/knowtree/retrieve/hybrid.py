@@ -28,20 +28,30 @@ def fusion_defaults(embedder: object) -> tuple[int, float]:
     return RRF_C, EMBEDDING_WEIGHT
 
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], c: int = RRF_C, *, weights: Sequence[float] | None = None
-) -> list[tuple[str, float]]:
-    """Fused (id, score) best first: Σ weight / (c + rank); ties keep the order of first appearance."""
+def rrf_scores(
+    rankings: Sequence[Sequence[str]],
+    c: int = RRF_C,
+    *,
+    weights: Sequence[float] | None = None,
+    start: int = 1,
+) -> dict[str, float]:
+    """Σ weight / (c + rank) per id over the rankings (ranks counted from `start`), in order of first
+    appearance; a ranking whose weight is 0 is skipped."""
     scores: dict[str, float] = {}
-    first: dict[str, int] = {}
     for n, ranking in enumerate(rankings):
         weight = 1.0 if weights is None else weights[n]
         if not weight:
             continue
-        for rank, pid in enumerate(ranking, start=1):
+        for rank, pid in enumerate(ranking, start=start):
             scores[pid] = scores.get(pid, 0.0) + weight / (c + rank)
-            first.setdefault(pid, len(first))
-    return sorted(scores.items(), key=lambda kv: (-kv[1], first[kv[0]]))
+    return scores
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], c: int = RRF_C, *, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Fused (id, score) best first: Σ weight / (c + rank); ties keep the order of first appearance."""
+    return sorted(rrf_scores(rankings, c, weights=weights).items(), key=lambda kv: -kv[1])  # stable
 
 
 class HybridIndex:

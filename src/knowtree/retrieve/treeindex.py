@@ -1,7 +1,7 @@
 """A tree's contextual index in the store: built with the tree, updated by content hash, searched fast.
 
-`sync_entries(conn, tree)` runs inside the store's save transaction (one call site in
-`store/sqlite.py`): it derives the contextual entries of the saved tree (`retrieve.context`),
+`sync_entries(conn, tree)` runs inside the store's save transaction (a hook on the store,
+registered by `attach(store)`): it derives the contextual entries of the saved tree (`retrieve.context`),
 compares their content hashes with what is indexed and rewrites only the entries that changed,
 in the `tree_index` table and its FTS5 twin (BM25 with the porter stemmer, the same query building
 as `retrieve.bm25`). No model call: titles, pages, times and summaries are already in the nodes.
@@ -23,9 +23,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
-from knowtree.retrieve.bm25 import STOPWORDS, match_expression, query_terms
+from knowtree.retrieve.bm25 import match_expression, query_terms
 from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
-from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
+from knowtree.store.protocol import Store
+from knowtree.store.rows import load_tree_nodes
+from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,23 +57,7 @@ class SyncReport:
 
 def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
     row = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
-    rows = conn.execute(
-        "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?",
-        (tree,),
-    ).fetchall()
-    nodes = {
-        r[0]: Node(
-            id=r[0],
-            kind=NodeKind(r[1]),
-            level=r[2],
-            children=json.loads(r[3]),
-            meta=NodeMeta.model_validate_json(r[4]),
-            text=r[5],
-            spans=[Span.model_validate(s) for s in json.loads(r[6])],
-        )
-        for r in rows
-    }
-    return nodes, (row[0] if row else None)
+    return load_tree_nodes(conn, tree), (row[0] if row else None)
 
 
 def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
@@ -188,6 +174,14 @@ def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
 
+def attach(store: Store) -> None:
+    """Keep the tree index with the trees of `store`: synced in every save's transaction, dropped
+    with the tree. (`KnowTree` attaches it; a store without it is synced on first search.)"""
+    # looked up at call time, so a wrapped sync_entries (benchmarks/bench_tree_index.py) is the one run
+    store.on_save_tree(lambda conn, tree: sync_entries(conn, tree))
+    store.on_delete_tree(lambda conn, tree: drop_entries(conn, tree))
+
+
 @dataclass(slots=True)
 class IndexRow:
     id: str
@@ -249,7 +243,7 @@ class TreeIndex:
 
     def lexical(self, question: str, limit: int = 5000) -> dict[str, float]:
         """BM25 (higher is better) of every entry sharing a content word with the question."""
-        terms = query_terms(question, stopwords=STOPWORDS)
+        terms = query_terms(question)
         if not terms:
             return {}
         sql = (

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowtree.errors import StoreError, UserError
-from knowtree.retrieve.bm25 import _NAME, PassageLike, _unpack, connect, fingerprint
+from knowtree.errors import StoreError
+from knowtree.retrieve.bm25 import PassageLike, check_index_name, connect, fingerprint, unpack
 from knowtree.retrieve.embed import Embedder, get_embedder
+from knowtree.store.migrations import create_vector_index
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,26 +37,17 @@ class VectorIndex:
         embedder: Embedder | str | None = None,
         batch: int = 256,
     ) -> None:
-        if not _NAME.fullmatch(name):
-            raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+        check_index_name(name)
         self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder or None)
         self.path = str(path)
         self.name = name
         self.batch = batch
-        self._table = f"vec_{name}"
         self._matrix: np.ndarray | None = None
         self._ids: list[str] = []
         self._docs: list[str] = []
         try:
             self._conn = connect(self.path)
-            self._conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._table}("
-                "pid TEXT PRIMARY KEY, doc TEXT NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL)"
-            )
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS vector_indexes("
-                "name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER)"
-            )
+            self._table = create_vector_index(self._conn, name)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open a vector index there ({exc})") from exc
 
@@ -74,7 +66,7 @@ class VectorIndex:
     # -- writing -------------------------------------------------------------------------------
     def add(self, passages: Iterable[PassageLike]) -> int:
         """Embed and store passages (an id already present is replaced). Returns the count."""
-        unpacked = {pid: (doc, text) for pid, text, doc, _ in map(_unpack, passages)}
+        unpacked = {pid: (doc, text) for pid, text, doc, _ in map(unpack, passages)}
         if not unpacked:
             return 0
         ids = list(unpacked)

@@ -4,6 +4,7 @@
 May import: llm (reply types for the cache), config, text, types, errors — nothing above.
 """
 
+from knowtree.store.protocol import SQLStore, Store
 from knowtree.store.sqlite import SQLiteStore
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLStore", "SQLiteStore", "Store"]

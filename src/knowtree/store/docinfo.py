@@ -1,5 +1,7 @@
 """Store helpers for structured documents: document descriptions and metadata, expert notes,
-and metadata added to a node after the build (lazy summaries). Tables from migration 4."""
+and metadata added to a node after the build (lazy summaries). Tables from migration 4.
+
+Only the store's public methods (`transaction`, `query`, `update_node_meta`) are used."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError
-from knowtree.store.sqlite import SQLiteStore, update_fts
+from knowtree.store.sqlite import SQLiteStore
 from knowtree.types import Node, NodeMeta
 
 
@@ -35,7 +37,7 @@ def _now() -> str:
 
 
 def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
-    with store._tx() as c:
+    with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
         c.executemany(
             "INSERT INTO doc_info(tree, path, node_id, description, meta_json, pages, source)"
@@ -56,7 +58,7 @@ def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
 
 
 def doc_infos(store: SQLiteStore, tree: str) -> list[DocInfo]:
-    rows = store._query(
+    rows = store.query(
         "SELECT path, node_id, description, meta_json, pages, source FROM doc_info WHERE tree = ? ORDER BY rowid",
         (tree,),
     )
@@ -64,19 +66,13 @@ def doc_infos(store: SQLiteStore, tree: str) -> list[DocInfo]:
 
 
 def delete_doc_infos(store: SQLiteStore, tree: str) -> None:
-    with store._tx() as c:
+    with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
 
 
 def update_node_meta(store: SQLiteStore, tree: str, node: Node, meta: NodeMeta) -> None:
     """Keep metadata computed after the build (a lazy summary) with the node, and in the FTS index."""
-    updated = node.model_copy(update={"meta": meta})
-    with store._tx() as c:
-        c.execute(
-            "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?",
-            (meta.model_dump_json(), tree, node.id),
-        )
-        update_fts(c, tree, updated)
+    store.update_node_meta(tree, node, meta)
 
 
 # -- expert notes ----------------------------------------------------------------------------------
@@ -87,7 +83,7 @@ def add_expert(store: SQLiteStore, scope: str, text: str) -> ExpertNote:
 
         raise UserError("an expert note needs some text")
     created = _now()
-    with store._tx() as c:
+    with store.transaction() as c:
         cur = c.execute("INSERT INTO experts(scope, text, created) VALUES (?, ?, ?)", (scope, text, created))
         note_id = int(cur.lastrowid or 0)
     return ExpertNote(note_id, scope, text, created)
@@ -95,16 +91,16 @@ def add_expert(store: SQLiteStore, scope: str, text: str) -> ExpertNote:
 
 def list_experts(store: SQLiteStore, scope: str | None = None) -> list[ExpertNote]:
     if scope is None:
-        rows = store._query("SELECT id, scope, text, created FROM experts ORDER BY id")
+        rows = store.query("SELECT id, scope, text, created FROM experts ORDER BY id")
     else:
-        rows = store._query(
+        rows = store.query(
             "SELECT id, scope, text, created FROM experts WHERE scope IN (?, '*') ORDER BY id", (scope,)
         )
     return [ExpertNote(*r) for r in rows]
 
 
 def remove_expert(store: SQLiteStore, note_id: int) -> None:
-    with store._tx() as c:
+    with store.transaction() as c:
         if not c.execute("SELECT 1 FROM experts WHERE id = ?", (note_id,)).fetchone():
             raise NotFoundError(f"no expert note with id {note_id} in {store.path}")
         c.execute("DELETE FROM experts WHERE id = ?", (note_id,))

@@ -1,6 +1,6 @@
 """Store helpers for knowledge bases (AutoKB): the tables of the `kbs` migration.
 
-Only the store's public methods (`transaction`, `fetch`) are used. A build is saved in one
+Only the store's public methods (`transaction`, `query`) are used. A build is saved in one
 transaction; incremental adds only insert or update rows, and nothing a user stored is removed
 unless a rebuild was asked for (`replace=True`).
 """

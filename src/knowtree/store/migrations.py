@@ -5,6 +5,7 @@ Never edit a released migration: add the next one. Each runs in one transaction.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 MIGRATIONS: list[str] = [
@@ -264,7 +265,57 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (kb, id)
     );
     """,
+    # indexes over passages (retrieve/bm25.py, retrieve/vectors.py) kept in a knowtree database (a
+    # knowledge base's, an evaluation's --db): what each named index holds. Before this migration the
+    # indexes created these tables themselves, hence IF NOT EXISTS. Each index's own table is created
+    # by `create_lexical_index` / `create_vector_index` below.
+    """
+    CREATE TABLE IF NOT EXISTS lexical_indexes(name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER);
+    CREATE TABLE IF NOT EXISTS vector_indexes(
+        name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER
+    );
+    """,
 ]
+
+# -- tables made per named index (an index may live in a file of its own, or in memory, where no
+# migration runs: these create the registry table too) ----------------------------------------------
+INDEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+LEXICAL_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def _table(prefix: str, name: str) -> str:
+    if not INDEX_NAME.fullmatch(name):  # callers check first, with a message for the user
+        raise ValueError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
+    return f"{prefix}_{name}"
+
+
+def create_lexical_index(conn: sqlite3.Connection, name: str) -> str:
+    """Create (if missing) the FTS5 table of the lexical index `name`, and `lexical_indexes`;
+    returns the table's name."""
+    table = _table("lex", name)
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+        f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{LEXICAL_TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS lexical_indexes(name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER)"
+    )
+    return table
+
+
+def create_vector_index(conn: sqlite3.Connection, name: str) -> str:
+    """Create (if missing) the vector table of the index `name`, and `vector_indexes`; returns the
+    table's name."""
+    table = _table("vec", name)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {table}("
+        "pid TEXT PRIMARY KEY, doc TEXT NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS vector_indexes("
+        "name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER)"
+    )
+    return table
 
 
 def migrate(conn: sqlite3.Connection) -> int:

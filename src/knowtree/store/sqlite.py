@@ -16,11 +16,21 @@ from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
 from knowtree.store.guard import mark, preflight
 from knowtree.store.migrations import migrate
+from knowtree.store.rows import (
+    MESSAGE_KEYS,
+    delete_nodes,
+    delete_tree_fts,
+    insert_nodes,
+    load_tree_nodes,
+    message_row,
+    update_node_meta,
+)
 from knowtree.store.runs import busy_error, mark_interrupted, process_alive, this_process
-from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, TreeInfo, Usage
+from knowtree.types import Document, Node, NodeMeta, TreeInfo, Usage
 
 T = TypeVar("T")
-_MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
+#: a hook run inside a tree's save or delete transaction: fn(connection, tree name)
+TreeHook = Callable[[sqlite3.Connection, str], object]
 
 
 def _now() -> str:
@@ -57,6 +67,17 @@ class SQLiteStore:
             self._conn.close()
             raise
         self._lock = threading.RLock()
+        self._on_save: list[TreeHook] = []
+        self._on_delete: list[TreeHook] = []
+
+    def on_save_tree(self, fn: TreeHook) -> None:
+        """Run `fn(connection, name)` at the end of every `save_tree`, in its transaction (an index
+        kept with the tree: saved together or not at all). Registered by `KnowTree`."""
+        self._on_save.append(fn)
+
+    def on_delete_tree(self, fn: TreeHook) -> None:
+        """Run `fn(connection, name)` in every `delete_tree`'s transaction, before the tree row goes."""
+        self._on_delete.append(fn)
 
     def close(self) -> None:
         with self._lock:
@@ -110,14 +131,12 @@ class SQLiteStore:
             for i, child in enumerate(node.children):
                 parents[child] = node.id
                 positions[child] = i
-        from knowtree.retrieve.treeindex import sync_entries
-
         now = _now()
         try:
             with self._tx() as c:
                 row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
                 created = row[0] if row else now
-                _delete_tree_fts(c, name)
+                delete_tree_fts(c, name)
                 c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
                 c.execute("DELETE FROM documents WHERE tree = ?", (name,))
                 c.execute(
@@ -130,24 +149,24 @@ class SQLiteStore:
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(name, d.path, d.sha256, d.encoding, len(d.text), d.text, now) for d in documents],
                 )
-                _insert_nodes(c, name, nodes, parents, positions)
-                # the tree's contextual index, in the same transaction (changed entries only); a
-                # memory's index is brought up to date when it is first searched (TreeIndex.ensure),
-                # so adding messages stays linear
-                sync_entries(c, name)
+                insert_nodes(c, name, nodes, parents, positions)
+                # hooks: the tree's contextual index (retrieve/treeindex.py), in the same transaction;
+                # a memory's index is brought up to date when it is first searched, so adding
+                # messages stays linear
+                for fn in self._on_save:
+                    fn(c, name)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
             ) from exc
 
     def delete_tree(self, name: str) -> None:
-        from knowtree.retrieve.treeindex import drop_entries
-
         with self._tx() as c:
             if not c.execute("SELECT 1 FROM trees WHERE name = ?", (name,)).fetchone():
                 raise NotFoundError(f"no tree named {name!r} in {self.path}")
-            _delete_tree_fts(c, name)
-            drop_entries(c, name)  # its contextual index (retrieve/treeindex.py) goes with it
+            delete_tree_fts(c, name)
+            for fn in self._on_delete:  # its contextual index (retrieve/treeindex.py) goes with it
+                fn(c, name)
             c.execute("DELETE FROM trees WHERE name = ?", (name,))
 
     def tree_exists(self, name: str) -> bool:
@@ -157,11 +176,9 @@ class SQLiteStore:
         return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
 
     def tree_info(self, name: str) -> TreeInfo:
-        rows = self._query(
-            "SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,)
-        )
+        rows = self._query("SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,))
         if not rows:
-            raise NotFoundError(self._missing(name))
+            raise NotFoundError(self.missing_message(name))
         root_id, model, created, updated, kind = rows[0]
         docs = self._query("SELECT COUNT(*) FROM documents WHERE tree = ?", (name,))[0][0]
         total, leaves, depth = self._query(
@@ -180,24 +197,24 @@ class SQLiteStore:
             kind=kind,
         )
 
-    def _missing(self, name: str) -> str:
+    def missing_message(self, name: str) -> str:
+        """The message of the NotFoundError for a missing tree: it names the trees there are."""
         names = self.tree_names()
         known = ", ".join(names) if names else "none yet: run `knowtree build`"
         return f"no tree named {name!r} in {self.path} (trees: {known})"
 
+    _missing = missing_message  # the old private name (memory.py still calls it)
+
     def load_nodes(self, name: str) -> dict[str, Node]:
         if not self.tree_exists(name):
-            raise NotFoundError(self._missing(name))
-        rows = self._query(
-            "SELECT id, kind, level, children_json, meta_json, text, spans_json FROM nodes WHERE tree = ?",
-            (name,),
-        )
-        return {r[0]: _node(r) for r in rows}
+            raise NotFoundError(self.missing_message(name))
+        with self._lock:
+            return load_tree_nodes(self._conn, name)
 
     def root_id(self, name: str) -> str:
         rows = self._query("SELECT root_id FROM trees WHERE name = ?", (name,))
         if not rows or not rows[0][0]:
-            raise NotFoundError(self._missing(name))
+            raise NotFoundError(self.missing_message(name))
         return rows[0][0]
 
     def documents(self, name: str) -> list[Document]:
@@ -259,33 +276,12 @@ class SQLiteStore:
                         " VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (name, root_id, model, json.dumps(settings, default=str), now, now, kind),
                     )
-                gone = [(name, i) for i in [*removed, *(n.id for n in nodes)]]
-                # full-text rows by key first (their key is the node row's rowid), then the nodes
-                c.executemany(
-                    "DELETE FROM nodes_fts WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
-                    gone,
-                )
-                c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
-                _insert_nodes(c, name, nodes, parents, positions)
+                delete_nodes(c, name, [*removed, *(n.id for n in nodes)])
+                insert_nodes(c, name, nodes, parents, positions)
                 c.executemany(
                     "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
                     " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            name,
-                            m["position"],
-                            m["role"],
-                            m.get("name"),
-                            m["content"],
-                            m.get("timestamp"),
-                            m.get("time"),
-                            m.get("session"),
-                            m.get("source_id"),
-                            m.get("attachment"),
-                            m["node_id"],
-                        )
-                        for m in messages
-                    ],
+                    [message_row(name, m) for m in messages],
                 )
         except sqlite3.Error as exc:
             raise StoreError(
@@ -299,13 +295,18 @@ class SQLiteStore:
             " FROM messages WHERE tree = ? AND position >= ? AND position < ? ORDER BY position",
             (name, start, end if end is not None else 2**62),
         )
-        return [dict(zip(_MESSAGE_KEYS, r, strict=True)) for r in rows]
+        return [dict(zip(MESSAGE_KEYS, r, strict=True)) for r in rows]
 
     def tree_settings(self, name: str) -> dict[str, object]:
         rows = self._query("SELECT settings_json FROM trees WHERE name = ?", (name,))
         if not rows:
-            raise NotFoundError(self._missing(name))
+            raise NotFoundError(self.missing_message(name))
         return json.loads(rows[0][0] or "{}")
+
+    def update_node_meta(self, name: str, node: Node, meta: NodeMeta) -> None:
+        """Replace a stored node's metadata (a summary computed after the build), full text included."""
+        with self._tx() as c:
+            update_node_meta(c, name, node, meta)
 
     # -- LLM cache and ledger (the CallStore protocol) -----------------------------------------
     def cache_get(self, key: str) -> Completion | None:
@@ -415,70 +416,3 @@ class SQLiteStore:
         """`fn(connection)` in one write transaction (rolled back if it raises)."""
         with self._tx() as c:
             return fn(c)
-
-
-def _insert_nodes(
-    c: sqlite3.Connection,
-    name: str,
-    nodes: Sequence[Node],
-    parents: dict[str, str],
-    positions: dict[str, int],
-) -> None:
-    """Write nodes and their full-text rows (the caller deleted any previous rows with these ids)."""
-    c.executemany(
-        "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
-        " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                name,
-                n.id,
-                n.kind.value,
-                n.level,
-                positions.get(n.id, 0),
-                parents.get(n.id),
-                json.dumps(n.children),
-                n.meta.model_dump_json(),
-                n.text,
-                json.dumps([s.model_dump() for s in n.spans]),
-            )
-            for n in nodes
-        ],
-    )
-    # a full-text row is keyed by its node row's rowid: replaced and deleted by key, never by a scan
-    c.executemany(
-        "INSERT INTO nodes_fts(rowid, tree, id, body) SELECT rowid, tree, id, ? FROM nodes"
-        " WHERE tree = ? AND id = ?",
-        [(fts_body(n), name, n.id) for n in nodes],
-    )
-
-
-def _delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
-    """Remove a tree's full-text rows by key (its node rows are found through their index)."""
-    c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
-
-
-def update_fts(c: sqlite3.Connection, name: str, node: Node) -> None:
-    """Refresh one node's full-text row (its node row exists), by key."""
-    c.execute(
-        "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
-        (fts_body(node), name, node.id),
-    )
-
-
-def _node(row: tuple) -> Node:
-    node_id, kind, level, children_json, meta_json, text, spans_json = row
-    return Node(
-        id=node_id,
-        kind=NodeKind(kind),
-        level=level,
-        children=json.loads(children_json),
-        meta=NodeMeta.model_validate_json(meta_json),
-        text=text,
-        spans=[Span.model_validate(s) for s in json.loads(spans_json)],
-    )
-
-
-def fts_body(node: Node) -> str:
-    m = node.meta
-    fields = [m.summary, *m.content_types, *m.critical_actions, *m.decisions, *m.noteworthy_events, *m.about]
-    return "\n".join([*fields, node.text])

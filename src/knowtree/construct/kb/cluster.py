@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from knowtree.errors import UserError
-from knowtree.retrieve import STOPWORDS
+from knowtree.text import QUERY_STOPWORDS as STOPWORDS  # the BM25 query list
 
 if TYPE_CHECKING:
     import numpy as np

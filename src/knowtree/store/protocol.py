@@ -1,0 +1,156 @@
+"""The store interface: what the rest of knowtree uses of a store, so a second backend is a file.
+
+Two levels:
+
+- `Store`: trees and their nodes and documents, conversation memories (incremental steps and
+  verbatim messages), the LLM cache and call ledger, and runs. `SQLiteStore` implements it, and so
+  does the dict-based fake `InMemoryStore` (`knowtree.store.inmemory`), for unit tests.
+- `SQLStore`: a `Store` that also runs SQL, for modules that own tables of their own (document
+  infos and expert notes in `store/docinfo.py`, knowledge bases in `store/kb.py`, the server's
+  tenants and jobs, the tree index in `retrieve/treeindex.py`). Only `SQLiteStore` implements it.
+
+Every table is created by `store/migrations.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from knowtree.llm.base import Completion
+from knowtree.types import Document, Node, NodeMeta, TreeInfo, Usage
+
+T = TypeVar("T")
+#: fn(handle, tree name), run inside a tree's save or delete (a sqlite3.Connection for SQLiteStore)
+TreeHook = Callable[[Any, str], object]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Trees, memories, the LLM cache and ledger, and runs. Names of trees are unique per store."""
+
+    path: str
+
+    def close(self) -> None: ...
+
+    # -- hooks: work kept with a tree (its index), done in the same transaction ---------------------
+    def on_save_tree(self, fn: TreeHook) -> None: ...
+
+    def on_delete_tree(self, fn: TreeHook) -> None: ...
+
+    # -- trees -------------------------------------------------------------------------------------
+    def save_tree(
+        self,
+        name: str,
+        *,
+        root_id: str,
+        nodes: Sequence[Node],
+        documents: Sequence[Document],
+        model: str,
+        settings: dict[str, object],
+        kind: str = "document",
+    ) -> None:
+        """Replace the tree `name` with these nodes and documents, atomically."""
+        ...
+
+    def delete_tree(self, name: str) -> None:
+        """Remove a tree (NotFoundError when there is none)."""
+        ...
+
+    def tree_exists(self, name: str) -> bool: ...
+
+    def tree_names(self) -> list[str]: ...
+
+    def tree_info(self, name: str) -> TreeInfo: ...
+
+    def missing_message(self, name: str) -> str:
+        """The message of the NotFoundError for a missing tree (it names the trees there are)."""
+        ...
+
+    def load_nodes(self, name: str) -> dict[str, Node]: ...
+
+    def root_id(self, name: str) -> str: ...
+
+    def documents(self, name: str) -> list[Document]: ...
+
+    def tree_settings(self, name: str) -> dict[str, object]: ...
+
+    def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
+        """Lexical search over node text and metadata: (node id, score), best first."""
+        ...
+
+    def update_node_meta(self, name: str, node: Node, meta: NodeMeta) -> None:
+        """Replace a stored node's metadata (a summary computed after the build)."""
+        ...
+
+    # -- conversation memories -------------------------------------------------------------------
+    def save_memory_step(
+        self,
+        name: str,
+        *,
+        root_id: str,
+        nodes: Sequence[Node],
+        parents: dict[str, str],
+        removed: Sequence[str] = (),
+        messages: Sequence[dict[str, object]] = (),
+        model: str,
+        settings: dict[str, object],
+        kind: str = "conversation",
+    ) -> None:
+        """Upsert changed nodes and append new messages of a memory, atomically."""
+        ...
+
+    def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]: ...
+
+    # -- LLM cache and ledger (llm.client.CallStore) ---------------------------------------------
+    def cache_get(self, key: str) -> Completion | None: ...
+
+    def cache_put(self, key: str, model_id: str, completion: Completion) -> None: ...
+
+    def cache_delete(self, keys: list[str]) -> None: ...
+
+    def record_call(
+        self,
+        *,
+        run_id: str | None,
+        key: str,
+        model_id: str,
+        purpose: str,
+        cached: bool,
+        usage: Usage,
+        error: str | None,
+    ) -> None: ...
+
+    # -- runs ------------------------------------------------------------------------------------
+    def start_run(self, kind: str, tree: str | None, detail: str = "") -> str: ...
+
+    def finish_run(self, run_id: str, status: str) -> None: ...
+
+    def run_usage(self, run_id: str) -> Usage: ...
+
+    def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]: ...
+
+
+@runtime_checkable
+class SQLStore(Store, Protocol):
+    """A `Store` that runs SQL on its tables (every one created in `store/migrations.py`)."""
+
+    def query(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        """Read rows (one statement, under the store's lock)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write transaction yielding the connection (rolled back on error)."""
+        ...
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """`fn(connection)` under the store's lock, for reads."""
+        ...
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """`fn(connection)` in one write transaction."""
+        ...
+
+
+__all__ = ["SQLStore", "Store", "TreeHook"]

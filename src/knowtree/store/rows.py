@@ -1,0 +1,121 @@
+"""How nodes and messages are laid out in SQLite rows: the `nodes` table, its `nodes_fts` full-text
+twin and the `messages` table (migrations 1, 3 and 5).
+
+One place for the row format, used by `SQLiteStore` and by readers that load a tree's nodes on
+a connection they were handed (the tree index in `retrieve/treeindex.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from knowtree.types import Node, NodeKind, NodeMeta, Span
+
+NODE_COLUMNS = "id, kind, level, children_json, meta_json, text, spans_json"
+MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
+
+
+def node_from_row(row: tuple) -> Node:
+    """A node from a row of `SELECT {NODE_COLUMNS} FROM nodes`."""
+    node_id, kind, level, children_json, meta_json, text, spans_json = row
+    return Node(
+        id=node_id,
+        kind=NodeKind(kind),
+        level=level,
+        children=json.loads(children_json),
+        meta=NodeMeta.model_validate_json(meta_json),
+        text=text,
+        spans=[Span.model_validate(s) for s in json.loads(spans_json)],
+    )
+
+
+def load_tree_nodes(c: sqlite3.Connection, tree: str) -> dict[str, Node]:
+    """Every node of `tree` by id (no existence check: a missing tree has none)."""
+    rows = c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+    return {r[0]: node_from_row(r) for r in rows}
+
+
+def fts_body(node: Node) -> str:
+    """The text a node's full-text row holds: its metadata fields, then its text."""
+    m = node.meta
+    fields = [m.summary, *m.content_types, *m.critical_actions, *m.decisions, *m.noteworthy_events, *m.about]
+    return "\n".join([*fields, node.text])
+
+
+def insert_nodes(
+    c: sqlite3.Connection,
+    name: str,
+    nodes: Sequence[Node],
+    parents: Mapping[str, str],
+    positions: Mapping[str, int],
+) -> None:
+    """Write nodes and their full-text rows (the caller deleted any previous rows with these ids)."""
+    c.executemany(
+        "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
+        " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                name,
+                n.id,
+                n.kind.value,
+                n.level,
+                positions.get(n.id, 0),
+                parents.get(n.id),
+                json.dumps(n.children),
+                n.meta.model_dump_json(),
+                n.text,
+                json.dumps([s.model_dump() for s in n.spans]),
+            )
+            for n in nodes
+        ],
+    )
+    # a full-text row is keyed by its node row's rowid: replaced and deleted by key, never by a scan
+    c.executemany(
+        "INSERT INTO nodes_fts(rowid, tree, id, body) SELECT rowid, tree, id, ? FROM nodes"
+        " WHERE tree = ? AND id = ?",
+        [(fts_body(n), name, n.id) for n in nodes],
+    )
+
+
+def delete_nodes(c: sqlite3.Connection, name: str, ids: Sequence[str]) -> None:
+    """Remove nodes of `name` by id, their full-text rows first (keyed by the node row's rowid)."""
+    gone = [(name, i) for i in ids]
+    c.executemany(
+        "DELETE FROM nodes_fts WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)", gone
+    )
+    c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
+
+
+def delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
+    """Remove a tree's full-text rows by key (its node rows are found through their index)."""
+    c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
+
+
+def update_node_meta(c: sqlite3.Connection, name: str, node: Node, meta: NodeMeta) -> None:
+    """Replace one node's metadata and refresh its full-text row (its node row exists), by key."""
+    c.execute(
+        "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?", (meta.model_dump_json(), name, node.id)
+    )
+    c.execute(
+        "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
+        (fts_body(node.model_copy(update={"meta": meta})), name, node.id),
+    )
+
+
+def message_row(name: str, m: Mapping[str, object]) -> tuple[object, ...]:
+    """A `messages` row (tree first, then MESSAGE_KEYS) from a message dict; optional keys may be absent."""
+    return (
+        name,
+        m["position"],
+        m["role"],
+        m.get("name"),
+        m["content"],
+        m.get("timestamp"),
+        m.get("time"),
+        m.get("session"),
+        m.get("source_id"),
+        m.get("attachment"),
+        m["node_id"],
+    )

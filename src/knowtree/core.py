@@ -22,6 +22,7 @@ from knowtree.construct.documents import RemoveReport
 from knowtree.construct.estimate import Confirm, check_estimate
 from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
 from knowtree.errors import ConfigError, InputError, NotFoundError, UserError
+from knowtree.host import Run
 from knowtree.ingest import load_documents
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
@@ -59,15 +60,6 @@ class BuildReport:
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
             f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
         )
-
-
-@dataclass
-class Run:
-    """One recorded job (`KnowTree.run`): its id, the client charging calls to it, its final status."""
-
-    id: str
-    client: LLMClient | None
-    status: str = "ok"
 
 
 class KnowTree:

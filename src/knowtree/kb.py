@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.kb import KBAnswer, hybrid_retrieve, query_metadata
 from knowtree.construct.kb.builder import (
@@ -44,25 +44,8 @@ from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store import kb as kbstore
 
 if TYPE_CHECKING:
-    from knowtree.core import Run
-    from knowtree.llm.base import Model
+    from knowtree.host import Host
     from knowtree.llm.client import LLMClient
-    from knowtree.store.sqlite import SQLiteStore
-
-
-class Host(Protocol):
-    """What a KB needs from its `KnowTree` (a Protocol, so this module does not import the pipeline)."""
-
-    store: SQLiteStore
-
-    @property
-    def model(self) -> Model: ...
-
-    def client(self, run_id: str | None = None) -> LLMClient: ...
-
-    def run(
-        self, kind: str, label: str | None, detail: str = "", *, model: bool = True
-    ) -> AbstractContextManager[Run]: ...
 
 
 def _issues(value: str | Path | Sequence[RawIssue]) -> list[RawIssue]:

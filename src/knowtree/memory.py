@@ -25,7 +25,7 @@ from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
-    from knowtree.core import KnowTree
+    from knowtree.host import Host
 
 KIND = "conversation"
 Navigator = Literal["tree", "agent"]
@@ -36,7 +36,7 @@ class Memory:
     `NotFoundError`; a missing memory is created by its first `add`, and reading it before
     (`messages`, `ask`, `context`, `stream`) raises `NotFoundError`."""
 
-    def __init__(self, kt: KnowTree, name: str) -> None:
+    def __init__(self, kt: Host, name: str) -> None:
         if kt.store.tree_exists(name):
             kind = kt.store.tree_info(name).kind
             if kind != KIND:

@@ -18,7 +18,7 @@ from knowtree.errors import NotFoundError
 from knowtree.types import Answer, Node, NodeMeta, TreeInfo
 
 if TYPE_CHECKING:
-    from knowtree.core import KnowTree
+    from knowtree.host import Host
     from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treesearch import Evidence
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class Tree:
     """One named tree in a database."""
 
-    def __init__(self, kt: KnowTree, name: str) -> None:
+    def __init__(self, kt: Host, name: str) -> None:
         self.kt = kt
         self.name = name
         self.info: TreeInfo = kt.store.tree_info(name)

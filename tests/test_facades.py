@@ -21,9 +21,21 @@ from knowtree.errors import ConfigError, NotFoundError
 from knowtree.testing.models import KeywordModel
 
 CHAT = [
-    {"role": "user", "name": "Ann", "content": f"Note {i} about the garden plans.", "timestamp": "10:00 am on 1 May, 2023"}
+    {
+        "role": "user",
+        "name": "Ann",
+        "content": f"Note {i} about the garden plans.",
+        "timestamp": "10:00 am on 1 May, 2023",
+    }
     for i in range(8)
-] + [{"role": "user", "name": "Ann", "content": "My sister Beth moved to Lisbon.", "timestamp": "10:05 am on 1 May, 2023"}]
+] + [
+    {
+        "role": "user",
+        "name": "Ann",
+        "content": "My sister Beth moved to Lisbon.",
+        "timestamp": "10:05 am on 1 May, 2023",
+    }
+]
 
 
 # -- the router: one table ---------------------------------------------------------------------------
@@ -42,6 +54,8 @@ def test_router_table() -> None:
         assert route(kind, None, default_mode="nav").route == "nav"
     assert route(conv, "walk") == Plan("memory", "walk", navigator="tree")
     assert route(conv, None, navigator="agent") == Plan("memory", "auto", navigator="agent")
+    # naming a navigator asks for the mode that uses it, whatever the ask_mode setting
+    assert route(conv, None, default_mode="retrieve", navigator="tree") == Plan("memory", "auto")
 
 
 def test_router_never_loads_the_structure_of_a_memory() -> None:
@@ -156,7 +170,9 @@ def test_ask_stream_keeps_mode_and_budget(tmp_path: Path) -> None:
     write_corpus(tmp_path / "docs")
     cli = CliRunner()
     db = str(tmp_path / "kb.db")
-    r = cli.invoke(app, ["build", str(tmp_path / "docs"), "--db", db, "--model", "keyword", "--tree", "docs", "-q"])
+    r = cli.invoke(
+        app, ["build", str(tmp_path / "docs"), "--db", db, "--model", "keyword", "--tree", "docs", "-q"]
+    )
     assert r.exit_code == 0, r.output
     r = cli.invoke(
         app,
@@ -171,7 +187,10 @@ def test_ask_stream_keeps_mode_and_budget(tmp_path: Path) -> None:
 
     chat = tmp_path / "chat.jsonl"
     chat.write_text("\n".join(json.dumps(m) for m in CHAT) + "\n", encoding="utf-8")
-    assert cli.invoke(app, ["chat", "add", "conv", str(chat), "--db", db, "--model", "keyword", "-q"]).exit_code == 0
+    assert (
+        cli.invoke(app, ["chat", "add", "conv", str(chat), "--db", db, "--model", "keyword", "-q"]).exit_code
+        == 0
+    )
     r = cli.invoke(
         app,
         ["ask", "conv", "Where did Beth move?", "--db", db, "--model", "keyword", "--stream", "--json",
@@ -217,5 +236,9 @@ def test_routing_modules_never_import_the_facades_or_the_store() -> None:
                 names = [a.name for a in node.names]
             else:
                 continue
-            bad += [f"{name}: {n}" for n in names if n in forbidden or n.startswith(tuple(f + "." for f in forbidden))]
+            bad += [
+                f"{name}: {n}"
+                for n in names
+                if n in forbidden or n.startswith(tuple(f + "." for f in forbidden))
+            ]
     assert bad == []

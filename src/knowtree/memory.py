@@ -2,9 +2,10 @@
 
 A memory is a tree of kind "conversation" in the same database as document trees: its leaves are the
 messages, verbatim (also kept row by row in the `messages` table), under dated sessions and topics
-(see `knowtree.construct.conversation`). Questions are answered by the tree walk of
-`knowtree.answer.memory` (default), or by the tool-using agent of `knowtree.answer.agent`; `stream`
-yields navigation events as they happen, then the answer.
+(see `knowtree.construct.conversation`). How a question runs is decided by `knowtree.answer.router`,
+with the same `mode` vocabulary as `Tree.ask`: the tree walk of `knowtree.answer.memory` (default),
+the tool-using agent of `knowtree.answer.agent` (`navigator="agent"`), or the memory as an index
+(`mode="retrieve"` or `"nav"`); `stream` yields navigation events as they happen, then the answer.
 """
 
 from __future__ import annotations

@@ -96,7 +96,9 @@ class Tree:
             walk_options=self.walk_options(max_branch_attempts, leaves_per_branch),
         )
 
-    def walk_options(self, max_branch_attempts: int | None = None, leaves_per_branch: int | None = None) -> WalkOptions:
+    def walk_options(
+        self, max_branch_attempts: int | None = None, leaves_per_branch: int | None = None
+    ) -> WalkOptions:
         s = self.kt.settings
         return WalkOptions(
             max_branch_attempts=max_branch_attempts or s.max_branch_attempts,
@@ -119,7 +121,11 @@ class Tree:
         (`answer=False`: tree search selects without the answer call, for benchmarks)."""
         if plan.route == "memory":
             return self.kt.memory(self.name).ask(
-                question, mode=plan.mode, navigator=plan.navigator, budget_tokens=budget_tokens, on_step=on_step
+                question,
+                mode=plan.mode,
+                navigator=plan.navigator,
+                budget_tokens=budget_tokens,
+                on_step=on_step,
             )
         with self.kt.run("ask", self.name, question) as run:
             assert run.client is not None
@@ -131,7 +137,9 @@ class Tree:
                 got = self._nav_answer(question, run.client, budget_tokens, on_step)
                 got.usage.seconds = time.monotonic() - started
             elif plan.route == "structured":
-                got = self._structured_answer(plan, question, run.client, budget_tokens, walk_options, on_step, answer)
+                got = self._structured_answer(
+                    plan, question, run.client, budget_tokens, walk_options, on_step, answer
+                )
             else:
                 options = walk_options or self.walk_options()
                 got = Walker(self.nodes, self.root.id, run.client, options, on_step=on_step).ask(question)
@@ -145,7 +153,9 @@ class Tree:
 
         budget = budget_tokens or DEFAULT_BUDGET
         evidence = self.retrieve(question, budget_tokens=budget)
-        return answer_from_evidence(self.nodes, self.info.root_id, evidence, question, client, budget, on_step)
+        return answer_from_evidence(
+            self.nodes, self.info.root_id, evidence, question, client, budget, on_step
+        )
 
     def _nav_answer(
         self, question: str, client: LLMClient, budget_tokens: int | None, on_step: EventSink | None
@@ -167,7 +177,15 @@ class Tree:
         )
         budget = budget_tokens or DEFAULT_BUDGET
         return ask_nav(
-            index, ranking, shape, self.nodes, self.info.root_id, question, client, budget=budget, on_step=on_step
+            index,
+            ranking,
+            shape,
+            self.nodes,
+            self.info.root_id,
+            question,
+            client,
+            budget=budget,
+            on_step=on_step,
         )
 
     def _structured_answer(
@@ -218,7 +236,9 @@ class Tree:
 
         return summarize
 
-    def retrieve(self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default") -> list[Evidence]:
+    def retrieve(
+        self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default"
+    ) -> list[Evidence]:
         """The best evidence for `question` within `budget_tokens`, with no model call: the tree as an
         index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
         citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only."""

@@ -11,8 +11,9 @@ server and streaming) call `route` and execute the plan it returns.
 | retrieve        | the tree as an index, one answer call            | same                           |
 | nav             | index scores, a judged beam, one answer call     | same                           |
 
-`mode=None` means the `ask_mode` setting. `navigator` (tree | agent) picks the memory navigator:
-the tree walk or the tool-using agent; it answers memories only, in the modes that use it.
+`mode=None` means the `ask_mode` setting (auto when a navigator is named). `navigator` (tree | agent)
+picks the memory navigator: the tree walk or the tool-using agent; memories only, in the modes above
+that use it.
 `strategy` (auto | describe | metadata | semantic) is how a collection picks its documents.
 """
 
@@ -67,10 +68,12 @@ def route(
     called when it matters, so routing a memory loads no nodes)."""
     check_choice(mode, strategy, navigator)
     check_choice(default_mode)
-    chosen = mode or ("auto" if navigator == "agent" else default_mode)  # asking for the agent: its mode
+    chosen = mode or ("auto" if navigator else default_mode)  # naming a navigator: the mode that uses it
     if navigator == "agent" and (kind != CONVERSATION or chosen in ("retrieve", "nav")):
         where = "a document tree" if kind != CONVERSATION else f"mode {chosen!r}"
-        raise ConfigError(f"the agent navigator answers conversation memories in walk or auto mode, not {where}")
+        raise ConfigError(
+            f"the agent navigator answers conversation memories in walk or auto mode, not {where}"
+        )
     if chosen in ("retrieve", "nav"):  # every tree kind, memories included
         return Plan(chosen, chosen, strategy=strategy)
     if kind == CONVERSATION:  # a memory: answered by its own navigator

@@ -128,9 +128,11 @@ def ask_streaming(
         show_answer(t.ask(question, on_step=show_step, **options))
         return
     mem = kt.memory(tree)  # type: ignore[attr-defined]
-    navigator = "agent" if agent else "tree"
+    navigator = "agent" if agent else None
     if not stream:  # --agent alone: printed like any answer
-        answer = mem.ask(question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens"))
+        answer = mem.ask(
+            question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens")
+        )
         typer.echo(answer.model_dump_json(indent=2) if as_json else render_answer(answer, trace=trace))
         return
 

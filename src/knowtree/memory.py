@@ -310,7 +310,8 @@ class Memory:
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield {"event": "step", "step": NavStep} as navigation happens, {"event": "token", "text": ...}
         as the model writes the answer, then {"event": "answer", "answer": Answer} (the checked answer,
-        with citations). Agent mode streams its steps; its answer text comes as one token event."""
+        with citations). `mode`, `navigator`, `budget_tokens`: as for `ask` (the same plan runs). The
+        agent navigator and the index modes stream their steps; their answer text comes as one token event."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 

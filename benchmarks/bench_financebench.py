@@ -109,7 +109,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import knowtree
-    from knowtree.answer.modes import ask_structured
+    from knowtree.answer.router import Plan
     from knowtree.answer.walk import WalkOptions
     from knowtree.errors import KnowtreeError
 
@@ -186,10 +186,9 @@ def main() -> int:
                         ),
                     )
                 try:
-                    answer = ask_structured(
-                        tree,
+                    answer = tree.run_plan(
+                        Plan("structured", mode),
                         q["question"],
-                        mode=mode,
                         budget_tokens=args.budget,
                         walk_options=options,
                         answer=args.answer or mode == "walk",

@@ -4,6 +4,9 @@ Sources, lowest precedence first:
 1. a TOML file: `$KNOWTREE_CONFIG`, else `./knowtree.toml`, else `$XDG_CONFIG_HOME/knowtree/config.toml`;
 2. environment variables `KNOWTREE_<FIELD>` (e.g. `KNOWTREE_MODEL`, `KNOWTREE_BASE_URL`);
 3. values given by the caller (CLI flags, keyword arguments); `None` means "not given".
+
+`Settings.load(..., read_env=False)` (and `knowtree.open(db, read_env=False)`) skips 1 and 2: only
+the caller's values (and an explicit `config_file`) count, whatever the environment holds.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from knowtree.errors import ConfigError
+
+# how a question runs (`knowtree.answer.router` holds the table); how a collection picks documents
+AskMode = Literal["auto", "walk", "search", "retrieve", "nav"]
+CollectionStrategy = Literal["auto", "describe", "metadata", "semantic"]
 
 
 class Settings(BaseModel):
@@ -60,11 +67,13 @@ class Settings(BaseModel):
     node_max_pages: int = Field(2, ge=1, description="pages per leaf of a PDF tree (larger sections are split)")
     node_max_chars: int = Field(6000, ge=500, description="characters per leaf of a structured tree")
     describe: bool = Field(True, description="one-sentence description + metadata per document (1 call each)")
-    ask_mode: Literal["auto", "walk", "search"] = Field(
-        "auto", description="walk (navigate with backtracking), search (one call over the outline), auto"
+    ask_mode: AskMode = Field(
+        "auto",
+        description="walk (navigate with backtracking), search (one call over the outline), auto, "
+        "retrieve (the tree as an index, one answer call), nav (index scores, a judged beam, one answer call)",
     )
     search_budget_tokens: int = Field(3000, ge=200, description="tokens of section text read by tree search")
-    collection_strategy: Literal["auto", "describe", "metadata", "semantic"] = Field(
+    collection_strategy: CollectionStrategy = Field(
         "auto", description="how a question picks documents in a collection"
     )
     # safety: budgets per build and per question, the confirmation threshold, input and lock limits
@@ -97,17 +106,21 @@ class Settings(BaseModel):
         *,
         env: Mapping[str, str] | None = None,
         config_file: str | Path | None = None,
+        read_env: bool = True,
     ) -> Settings:
+        """Settings from the config file, the environment and `overrides`; with `read_env=False`
+        neither environment variables nor a config file found by search are read (an explicit
+        `config_file` still is)."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        path = _config_path(config_file, env)
+        path = _config_path(config_file, env) if read_env else (Path(config_file) if config_file else None)
         if path is not None:
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{path}: cannot read config file ({exc})") from exc
             values.update(data.get("knowtree", data))
-        for name in cls.model_fields:
+        for name in cls.model_fields if read_env else ():
             raw = env.get(f"KNOWTREE_{name.upper()}")
             if raw is not None and raw != "":
                 values[name] = [t.strip() for t in raw.split(",") if t.strip()] if name == "taxonomy" else raw

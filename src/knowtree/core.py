@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from knowtree.construct.builder import Progress
 from knowtree.construct.estimate import Confirm
 from knowtree.construct.report import BuildReport, RemoveReport
 from knowtree.errors import ConfigError, NotFoundError
+from knowtree.host import Run
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
@@ -33,15 +33,6 @@ if TYPE_CHECKING:
     from knowtree.tree import Tree
 
 
-@dataclass
-class Run:
-    """One recorded job (`KnowTree.run`): its id, the client charging calls to it, its final status."""
-
-    id: str
-    client: LLMClient | None
-    status: str = "ok"
-
-
 class KnowTree:
     """A knowtree database: `kt = knowtree.open("kb.db")`, then `kt.build(...)`, `kt.tree(name).ask(...)`."""
 
@@ -52,13 +43,16 @@ class KnowTree:
         settings: Settings | None = None,
         model: Model | str | None = None,
         create: bool = True,
+        read_env: bool = True,
         **overrides: Any,
     ) -> None:
+        """`read_env=False`: settings from the arguments alone (no `KNOWTREE_*` variables, no config
+        file), e.g. for a library embedding knowtree or a test."""
         if isinstance(model, str):
             overrides["model"] = model
             model = None
         if settings is None:
-            settings = Settings.load({"db": str(db) if db is not None else None, **overrides})
+            settings = Settings.load({"db": str(db) if db is not None else None, **overrides}, read_env=read_env)
         else:
             settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
@@ -226,12 +220,15 @@ class KnowTree:
         return [self.store.tree_info(n) for n in self.store.tree_names()]
 
     def tree(self, name: str) -> Tree:
+        """The tree `name` (any kind); `NotFoundError` (naming the trees there) when there is none."""
         from knowtree.tree import Tree
 
         return Tree(self, name)
 
     def memory(self, name: str) -> Memory:
-        """A conversation memory (created on its first `add`): `kt.memory("chat").add(messages)`."""
+        """A conversation memory (created on its first `add`): `kt.memory("chat").add(messages)`.
+        `NotFoundError` when `name` is another kind of tree; reading a memory not yet created
+        (`messages`, `ask`, `context`) raises `NotFoundError` too."""
         from knowtree.memory import Memory
 
         return Memory(self, name)

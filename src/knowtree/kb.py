@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.kb import KBAnswer, hybrid_retrieve, query_metadata
 from knowtree.construct.kb.builder import (
@@ -43,20 +44,9 @@ from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store import kb as kbstore
 
 if TYPE_CHECKING:
-    from knowtree.llm.base import Model
+    from knowtree.host import Host
     from knowtree.llm.client import LLMClient
     from knowtree.store.sqlite import SQLiteStore
-
-
-class Host(Protocol):
-    """What a KB needs from its `KnowTree` (a Protocol, so this module does not import the pipeline)."""
-
-    store: SQLiteStore
-
-    @property
-    def model(self) -> Model: ...
-
-    def client(self, run_id: str | None = None) -> LLMClient: ...
 
 
 class StoredRows:
@@ -131,18 +121,11 @@ class KB:
         )
 
     def _run(self, kind: str, detail: str, fn: Any, progress: Progress | None, on_client: Any) -> Any:
-        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-        run_id = self.kt.store.start_run(kind, f"kb:{self.name}", detail=detail[:500])
-        client = self.kt.client(run_id)
-        if on_client:
-            on_client(client)
-        try:
-            result = fn(self._context(client, progress))
-        except BaseException:
-            self.kt.store.finish_run(run_id, "failed")
-            raise
-        self.kt.store.finish_run(run_id, "ok")
-        return result
+        with self.kt.run(kind, f"kb:{self.name}", detail) as run:
+            assert run.client is not None
+            if on_client:
+                on_client(run.client)
+            return fn(self._context(run.client, progress))
 
     # -- build and grow ------------------------------------------------------------------------
     def build(
@@ -231,13 +214,13 @@ class KB:
         issues = {i.id: i for i in kbstore.load_issues(self.kt.store, self.name)}
         started = time.monotonic()
         trace: list[dict[str, Any]] = []
-        run_id = (
-            self.kt.store.start_run("kb-ask", f"kb:{self.name}", detail=query[:500])
-            if metadata == "model" or solve
-            else None
-        )
-        client = self.kt.client(run_id) if run_id else None
-        try:
+        with ExitStack() as stack:
+            run = (  # no run recorded for a question that calls no model
+                stack.enter_context(self.kt.run("kb-ask", f"kb:{self.name}", query))
+                if metadata == "model" or solve
+                else None
+            )
+            client = run.client if run is not None else None
             if metadata == "none":
                 qmeta = {a: "any" for a in config.names()}
                 trace.append({"step": "metadata", "how": "none", "metadata": qmeta})
@@ -264,12 +247,8 @@ class KB:
                     trace.append({"step": "solution", "how": "generated now (lazy)", "status": issue.status})
                 answer.solution, answer.status = issue.solution, issue.status
             trace.append({"step": "done", "seconds": round(time.monotonic() - started, 3)})
-        except BaseException:
-            if run_id:
-                self.kt.store.finish_run(run_id, "failed")
-            raise
-        if run_id:
-            self.kt.store.finish_run(run_id, answer.match)
+            if run is not None:
+                run.status = answer.match
         return answer
 
     # -- read ------------------------------------------------------------------------------------

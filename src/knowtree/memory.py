@@ -2,9 +2,10 @@
 
 A memory is a tree of kind "conversation" in the same database as document trees: its leaves are the
 messages, verbatim (also kept row by row in the `messages` table), under dated sessions and topics
-(see `knowtree.construct.conversation`). Questions are answered by the tree walk of
-`knowtree.answer.memory` (default), or by the tool-using agent of `knowtree.answer.agent`; `stream`
-yields navigation events as they happen, then the answer.
+(see `knowtree.construct.conversation`). How a question runs is decided by `knowtree.answer.router`,
+with the same `mode` vocabulary as `Tree.ask`: the tree walk of `knowtree.answer.memory` (default),
+the tool-using agent of `knowtree.answer.agent` (`navigator="agent"`), or the memory as an index
+(`mode="retrieve"` or `"nav"`); `stream` yields navigation events as they happen, then the answer.
 """
 
 from __future__ import annotations
@@ -18,33 +19,29 @@ from typing import TYPE_CHECKING, Any, Literal
 from knowtree.answer.hybrid import HybridScorer
 from knowtree.answer.memory import MemoryNavigator, MemoryOptions
 from knowtree.answer.passages import SINGLE_CHARS, locate
+from knowtree.answer.router import route
 from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree
 from knowtree.errors import NotFoundError, UserError
-from knowtree.ingest.chat import ChatMessage, _message, load_chat
+from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
-    from knowtree.core import KnowTree
+    from knowtree.host import Host
 
 KIND = "conversation"
-Mode = Literal["tree", "agent"]
-
-
-def parse_messages(
-    records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages"
-) -> list[ChatMessage]:
-    """OpenAI-style message dicts (role, content, optional name/timestamp/session/id) → `ChatMessage`s,
-    all validated first: a bad record raises `InputError` naming it."""
-    if isinstance(records, dict):
-        records = [records]
-    return [
-        r if isinstance(r, ChatMessage) else _message(r, source, f"message {i}")
-        for i, r in enumerate(records)
-    ]
+Navigator = Literal["tree", "agent"]
 
 
 class Memory:
-    def __init__(self, kt: KnowTree, name: str) -> None:
+    """One conversation memory. `kt.memory(name)` for a name that is another kind of tree raises
+    `NotFoundError`; a missing memory is created by its first `add`, and reading it before
+    (`messages`, `ask`, `context`, `stream`) raises `NotFoundError`."""
+
+    def __init__(self, kt: Host, name: str) -> None:
+        if kt.store.tree_exists(name):
+            kind = kt.store.tree_info(name).kind
+            if kind != KIND:
+                raise NotFoundError(f"{name!r} is a {kind} tree, not a conversation memory")
         self.kt = kt
         self.name = name
         self.embedder: Any = (
@@ -58,6 +55,7 @@ class Memory:
         return self.kt.store.tree_exists(self.name)
 
     def _check_kind(self) -> None:
+        """NotFoundError (naming the trees there) for a missing memory; UserError for another kind."""
         info = self.kt.store.tree_info(self.name)
         if info.kind != KIND:
             raise UserError(f"{self.name!r} is a {info.kind} tree, not a conversation memory")
@@ -81,8 +79,7 @@ class Memory:
 
     def messages(self, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
         """Stored messages with positions start..end (1-based, inclusive), verbatim."""
-        if not self.exists:
-            raise NotFoundError(self.kt.store._missing(self.name))
+        self._check_kind()
         return self.kt.store.load_messages(self.name, start, None if end is None else end + 1)
 
     # -- adding --------------------------------------------------------------------------------
@@ -100,10 +97,6 @@ class Memory:
         msgs = parse_messages(messages)
         tree = self._load()
         model = self.kt.model
-        run_id = self.kt.store.start_run("add", self.name, detail=f"{len(msgs)} message(s)")
-        client = self.kt.client(run_id)
-        if on_client:
-            on_client(client)
         settings = {"max_children": tree.max_children, "batch_size": batch_size}
 
         def save(step: StepResult) -> None:
@@ -121,13 +114,13 @@ class Memory:
             )
 
         batches = 0
-        try:
+        with self.kt.run("add", self.name, f"{len(msgs)} message(s)") as run:
+            client = run.client
+            assert client is not None
+            if on_client:
+                on_client(client)
             if msgs:
                 batches = tree.add(msgs, client, batch_size=batch_size, on_step=save, progress=progress)
-        except BaseException:
-            self.kt.store.finish_run(run_id, "failed")
-            raise
-        self.kt.store.finish_run(run_id, "ok")
         return AddReport(
             memory=self.name,
             added=len(msgs),
@@ -188,8 +181,6 @@ class Memory:
         options: MemoryOptions,
         on_token: Callable[[str], None] | None = None,
     ) -> MemoryNavigator:
-        if not self.exists:
-            raise NotFoundError(self.kt.store._missing(self.name))
         self._check_kind()
         nodes = self.kt.store.load_nodes(self.name)
         root = self.kt.store.root_id(self.name)
@@ -220,32 +211,38 @@ class Memory:
         self,
         question: str,
         *,
-        mode: Mode = "tree",
+        mode: str | None = None,
+        navigator: Navigator | None = None,
         budget_tokens: int | None = None,
         max_steps: int = 8,
         on_step: Callable[[NavStep], None] | None = None,
         on_token: Callable[[str], None] | None = None,
     ) -> Answer:
-        """Answer from the memory with message-level citations (`mode="agent"`: the tool-using agent).
+        """Answer from the memory with message-level citations.
 
+        `mode` means what it means for `Tree.ask` (auto | walk | search | retrieve | nav; default:
+        the `ask_mode` setting; see `knowtree.answer.router`): retrieve and nav read the memory as
+        an index, the others walk it with `navigator` (tree, the default, or agent: the tool-using
+        agent). The old spelling `mode="tree"` / `mode="agent"` still names the navigator.
         `on_step` gets each navigation step as it happens; `on_token` the answer's text as the model
-        writes it (tree mode; before the answer is checked: the returned Answer is what counts)."""
+        writes it (tree navigator; before the answer is checked: the returned Answer is what counts)."""
+        if mode in ("tree", "agent") and navigator is None:  # the old vocabulary
+            navigator, mode = mode, None  # type: ignore[assignment]
+        self._check_kind()
+        plan = route(KIND, mode, default_mode=self.kt.settings.ask_mode, navigator=navigator)
+        if plan.route != "memory":  # retrieve / nav: the memory as an index, like any tree
+            return self.kt.tree(self.name).run_plan(plan, question, budget_tokens=budget_tokens, on_step=on_step)
         options = MemoryOptions(budget_tokens=budget_tokens or MemoryOptions.budget_tokens)
         nav = self._navigator(on_step, options, on_token)
-        self.kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-        run_id = self.kt.store.start_run("ask", self.name, detail=question[:500])
-        nav.client = self.kt.client(run_id)
-        try:
-            if mode == "agent":
+        with self.kt.run("ask", self.name, question) as run:
+            nav.client = run.client
+            if plan.navigator == "agent":
                 from knowtree.answer.agent import MemoryAgent
 
                 answer = MemoryAgent(nav, max_steps=max_steps).ask(question)
             else:
                 answer = nav.ask(question)
-        except BaseException:
-            self.kt.store.finish_run(run_id, "failed")
-            raise
-        self.kt.store.finish_run(run_id, answer.status)
+            run.status = answer.status
         return answer
 
     def context(
@@ -260,10 +257,9 @@ class Memory:
         if not use_model:
             return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
-        run_id = self.kt.store.start_run("context", self.name, detail=question[:500])
-        nav.client = self.kt.client(run_id)
-        r = nav.retrieve(question, budget_tokens)
-        self.kt.store.finish_run(run_id, "ok")
+        with self.kt.run("context", self.name, question) as run:  # closed "failed" if retrieval raises
+            nav.client = run.client
+            r = nav.retrieve(question, budget_tokens)
         self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
         out = []
         for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1]):
@@ -279,8 +275,6 @@ class Memory:
         """`context(use_model=False)`: the tree as an index (retrieve/treesearch.py), message by message."""
         from knowtree.retrieve.treesearch import retrieve_evidence
 
-        if not self.exists:
-            raise NotFoundError(self.kt.store._missing(self.name))
         self._check_kind()
         evidence = retrieve_evidence(
             self.kt.store, self.name, question, budget_tokens, kind=KIND, embedder=self.embedder
@@ -307,11 +301,17 @@ class Memory:
         return out
 
     async def stream(
-        self, question: str, *, mode: Mode = "tree", budget_tokens: int | None = None
+        self,
+        question: str,
+        *,
+        mode: str | None = None,
+        navigator: Navigator | None = None,
+        budget_tokens: int | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield {"event": "step", "step": NavStep} as navigation happens, {"event": "token", "text": ...}
         as the model writes the answer, then {"event": "answer", "answer": Answer} (the checked answer,
-        with citations). Agent mode streams its steps; its answer text comes as one token event."""
+        with citations). `mode`, `navigator`, `budget_tokens`: as for `ask` (the same plan runs). The
+        agent navigator and the index modes stream their steps; their answer text comes as one token event."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -324,7 +324,12 @@ class Memory:
         def run() -> None:
             try:
                 answer = self.ask(
-                    question, mode=mode, budget_tokens=budget_tokens, on_step=on_step, on_token=on_token
+                    question,
+                    mode=mode,
+                    navigator=navigator,
+                    budget_tokens=budget_tokens,
+                    on_step=on_step,
+                    on_token=on_token,
                 )
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", answer))
             except BaseException as exc:  # re-raised in the consumer

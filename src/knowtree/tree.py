@@ -1,22 +1,32 @@
-"""`Tree`: one named tree in a database, the facade questions go through."""
+"""`Tree`: one named tree in a database, the facade questions go through.
+
+`Tree.ask` asks `knowtree.answer.router` for a plan and executes it (`run_plan`) as one recorded run:
+it reads what the plan needs from the store (nodes, the index, expert notes, a collection's
+documents) and hands nodes, a client, callbacks and retrieval results to `knowtree.answer`.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from knowtree.answer.modes import is_structured
+from knowtree.answer.router import Plan, route
 from knowtree.answer.walk import EventSink, Walker, WalkOptions
 from knowtree.errors import NotFoundError
-from knowtree.types import Answer, Node, TreeInfo
+from knowtree.types import Answer, Node, NodeMeta, TreeInfo
 
 if TYPE_CHECKING:
-    from knowtree.core import KnowTree
+    from knowtree.host import Host
+    from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treesearch import Evidence
 
 
 class Tree:
     """One named tree in a database."""
 
-    def __init__(self, kt: KnowTree, name: str) -> None:
+    def __init__(self, kt: Host, name: str) -> None:
         self.kt = kt
         self.name = name
         self.info: TreeInfo = kt.store.tree_info(name)
@@ -45,60 +55,190 @@ class Tree:
         question: str,
         *,
         on_step: EventSink | None = None,
+        on_token: Callable[[str], None] | None = None,
         max_branch_attempts: int | None = None,
         leaves_per_branch: int | None = None,
         mode: str | None = None,
         strategy: str | None = None,
+        navigator: str | None = None,
         budget_tokens: int | None = None,
     ) -> Answer:
-        """`mode`: walk | search | auto (default: the `ask_mode` setting); `strategy`: how a collection
-        picks documents (auto | describe | metadata | semantic); `budget_tokens`: text tree search reads.
-        `mode="retrieve"`: the tree as an index finds the evidence without a model, one call answers."""
-        if mode == "nav":  # score-guided navigation: the tree's scores, a judged beam, one answer call
-            from knowtree.answer.nav import ask_nav
+        """Answer `question` the way `knowtree.answer.router` decides for this tree's kind.
 
-            return ask_nav(self, question, budget_tokens=budget_tokens, on_step=on_step)
-        if mode == "retrieve":  # every tree kind, memories included
-            from knowtree.answer.indexed import answer_from_index
-
-            return answer_from_index(self, question, budget_tokens=budget_tokens, on_step=on_step)
-        if self.info.kind == "conversation":  # a memory: answered by its own navigator
-            return self.kt.memory(self.name).ask(question, on_step=on_step)
-        from knowtree.answer.modes import ask_structured, check_choice, is_structured
-
-        check_choice(mode, strategy)
-        if is_structured(self.nodes, self.root.id) or (mode or self.kt.settings.ask_mode) == "search":
-            return ask_structured(
-                self,
+        `mode`: auto | walk | search | retrieve | nav (default: the `ask_mode` setting); `strategy`:
+        how a collection picks documents (auto | describe | metadata | semantic); `navigator`: how a
+        conversation memory is walked (tree | agent); `budget_tokens`: text read (tree search,
+        retrieve and nav; a memory's reading budget). `mode="retrieve"`: the tree as an index finds
+        the evidence without a model, one call answers. `on_token`: a memory's answer text as the
+        model writes it."""
+        plan = route(
+            self.info.kind,
+            mode,
+            default_mode=self.kt.settings.ask_mode,
+            strategy=strategy,
+            navigator=navigator,
+            structured=lambda: is_structured(self.nodes, self.root.id),
+        )
+        if plan.route == "memory":  # a memory: answered by its own navigator, with the budget given
+            return self.kt.memory(self.name).ask(
                 question,
-                mode=mode or self.kt.settings.ask_mode,
-                strategy=strategy,
+                mode=mode,
+                navigator=navigator,
                 budget_tokens=budget_tokens,
                 on_step=on_step,
-                walk_options=(
-                    WalkOptions(
-                        max_branch_attempts=max_branch_attempts or self.kt.settings.max_branch_attempts,
-                        leaves_per_branch=leaves_per_branch or self.kt.settings.leaves_per_branch,
-                        leaf_chars=max(6000, max((len(n.text) for n in self.nodes.values() if n.is_leaf), default=0)),
-                    )
-                    if max_branch_attempts or leaves_per_branch
-                    else None
-                ),
+                on_token=on_token,
             )
+        return self.run_plan(
+            plan,
+            question,
+            budget_tokens=budget_tokens,
+            on_step=on_step,
+            walk_options=self.walk_options(max_branch_attempts, leaves_per_branch),
+        )
+
+    def walk_options(
+        self, max_branch_attempts: int | None = None, leaves_per_branch: int | None = None
+    ) -> WalkOptions:
         s = self.kt.settings
-        options = WalkOptions(
+        return WalkOptions(
             max_branch_attempts=max_branch_attempts or s.max_branch_attempts,
             leaves_per_branch=leaves_per_branch or s.leaves_per_branch,
             # show whole leaves: as long as the longest one in this tree (chunk size + overlap)
             leaf_chars=max(6000, max((len(n.text) for n in self.nodes.values() if n.is_leaf), default=0)),
         )
+
+    def run_plan(
+        self,
+        plan: Plan,
+        question: str,
+        *,
+        budget_tokens: int | None = None,
+        on_step: EventSink | None = None,
+        walk_options: WalkOptions | None = None,
+        answer: bool = True,
+    ) -> Answer:
+        """Execute a plan of `knowtree.answer.router.route` over this tree, as one recorded run
+        (`answer=False`: tree search selects without the answer call, for benchmarks)."""
+        if plan.route == "memory":
+            return self.kt.memory(self.name).ask(
+                question,
+                mode=plan.mode,
+                navigator=plan.navigator,
+                budget_tokens=budget_tokens,
+                on_step=on_step,
+            )
         with self.kt.run("ask", self.name, question) as run:
             assert run.client is not None
-            answer = Walker(self.nodes, self.root.id, run.client, options, on_step=on_step).ask(question)
-            run.status = answer.status
-        return answer
+            started = time.monotonic()
+            if plan.route == "retrieve":
+                got = self._retrieve_answer(question, run.client, budget_tokens, on_step)
+                got.usage.seconds = time.monotonic() - started
+            elif plan.route == "nav":
+                got = self._nav_answer(question, run.client, budget_tokens, on_step)
+                got.usage.seconds = time.monotonic() - started
+            elif plan.route == "structured":
+                got = self._structured_answer(
+                    plan, question, run.client, budget_tokens, walk_options, on_step, answer
+                )
+            else:
+                options = walk_options or self.walk_options()
+                got = Walker(self.nodes, self.root.id, run.client, options, on_step=on_step).ask(question)
+            run.status = got.status
+        return got
 
-    def retrieve(self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default") -> list[Evidence]:
+    def _retrieve_answer(
+        self, question: str, client: LLMClient, budget_tokens: int | None, on_step: EventSink | None
+    ) -> Answer:
+        from knowtree.answer.indexed import DEFAULT_BUDGET, answer_from_evidence
+
+        budget = budget_tokens or DEFAULT_BUDGET
+        evidence = self.retrieve(question, budget_tokens=budget)
+        return answer_from_evidence(
+            self.nodes, self.info.root_id, evidence, question, client, budget, on_step
+        )
+
+    def _nav_answer(
+        self, question: str, client: LLMClient, budget_tokens: int | None, on_step: EventSink | None
+    ) -> Answer:
+        """Score-guided navigation: the tree's scores (no model), a judged beam, one answer call."""
+        from knowtree.answer.indexed import DEFAULT_BUDGET
+        from knowtree.answer.nav import ask_nav
+        from knowtree.retrieve.treeindex import TreeIndex
+        from knowtree.retrieve.treesearch import default_params, rank_tree, resolve_embedder, shape_of
+
+        index = TreeIndex(self.kt.store, self.name)
+        shape = shape_of(index)
+        ranking = rank_tree(
+            index,
+            question,
+            embedder=resolve_embedder("default"),
+            params=default_params(self.info.kind),
+            shape=shape,
+        )
+        budget = budget_tokens or DEFAULT_BUDGET
+        return ask_nav(
+            index,
+            ranking,
+            shape,
+            self.nodes,
+            self.info.root_id,
+            question,
+            client,
+            budget=budget,
+            on_step=on_step,
+        )
+
+    def _structured_answer(
+        self,
+        plan: Plan,
+        question: str,
+        client: LLMClient,
+        budget_tokens: int | None,
+        walk_options: WalkOptions | None,
+        on_step: EventSink | None,
+        answer: bool,
+    ) -> Answer:
+        """Structured trees and collections: what the question needs from the store (expert notes,
+        the collection's documents, lazy summaries kept), then `answer.modes.ask_structured`."""
+        from knowtree.answer.modes import StructuredAsk, ask_structured, expert_notes, index_name
+        from knowtree.store.docinfo import doc_infos, list_experts
+
+        store, s = self.kt.store, self.kt.settings
+        lazy = store.tree_settings(self.name).get("summaries") == "lazy"
+        how = StructuredAsk(
+            mode=plan.mode,
+            strategy=plan.strategy or s.collection_strategy,
+            budget_tokens=budget_tokens or s.search_budget_tokens,
+            context_window=self.kt.model.context_window,
+            walk_options=walk_options or self.walk_options(),
+            notes=expert_notes([n.text for n in list_experts(store, self.name)], question),
+            documents=doc_infos(store, self.name),
+            index_path=store.path if store.path != ":memory:" else None,
+            index_name=index_name(self.name),
+            summarize=self._summarizer(client) if lazy else None,
+            answer=answer,
+        )
+        return ask_structured(self.nodes, self.root.id, question, client, how, on_step)
+
+    def _summarizer(self, client: LLMClient) -> Callable[[Node], NodeMeta]:
+        """Lazy summaries (`summaries="lazy"`): a node's metadata made when a navigator first shows
+        it, and kept in the store so it is paid once."""
+        from knowtree.construct.structure import summarize_node
+        from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
+        from knowtree.store.docinfo import update_node_meta
+
+        taxonomy = self.kt.settings.taxonomy or DEFAULT_TAXONOMY
+
+        def summarize(node: Node) -> NodeMeta:
+            meta, _used = summarize_node(client, node, self.nodes, taxonomy)
+            update_node_meta(self.kt.store, self.name, node, meta)
+            return meta
+
+        return summarize
+
+    def retrieve(
+        self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default"
+    ) -> list[Evidence]:
         """The best evidence for `question` within `budget_tokens`, with no model call: the tree as an
         index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
         citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only."""

@@ -9,29 +9,15 @@ message positions. Works for every tree kind (chunk trees, section trees, collec
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch
-from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span, TreeInfo
+from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span
 
 if TYPE_CHECKING:
     from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treesearch import Evidence
-
-
-class IndexedTree(Protocol):
-    """What answering from the index needs of a tree (`pipeline.Tree` is one)."""
-
-    kt: Any  # the KnowTree: its model, store and clients
-    name: str
-    info: TreeInfo
-
-    @property
-    def nodes(self) -> dict[str, Node]: ...
-
-    def retrieve(self, question: str, *, budget_tokens: int = ..., embedder: Any = ...) -> list[Evidence]: ...
 
 
 DEFAULT_BUDGET = 2048
@@ -86,37 +72,28 @@ def answer_over_evidence(
     return answer
 
 
-def answer_from_index(
-    tree: IndexedTree,
+def answer_from_evidence(
+    tree_nodes: dict[str, Node],
+    root_id: str | None,
+    evidence: Sequence[Evidence],
     question: str,
-    *,
-    budget_tokens: int | None = None,
+    client: LLMClient,
+    budget: int,
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
-    """Retrieve without a model, then one answer call over the packed evidence, quote verified."""
-    kt = tree.kt
-    budget = budget_tokens or DEFAULT_BUDGET
-    kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-    run_id = kt.store.start_run("ask", tree.name, detail=question[:500])
-    started = time.monotonic()
-    try:
-        evidence = tree.retrieve(question, budget_tokens=budget)
-        first = NavStep(
-            action="read",
-            node_id=tree.info.root_id,
-            options=[ev.node_id for ev in evidence],
-            outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
-            "found without a model call",
-        )
-        if on_step:
-            on_step(first)
-        answer = answer_over_evidence(tree.nodes, evidence, question, kt.client(run_id), budget, on_step)
-        answer.trace = [first, *answer.trace]
-        answer.usage.seconds = time.monotonic() - started
-    except BaseException:
-        kt.store.finish_run(run_id, "failed")
-        raise
-    kt.store.finish_run(run_id, answer.status)
+    """`--mode retrieve` after retrieval: the evidence the index found (no model) as the first step
+    of the trace, then one answer call over it, quote verified."""
+    first = NavStep(
+        action="read",
+        node_id=root_id,
+        options=[ev.node_id for ev in evidence],
+        outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
+        "found without a model call",
+    )
+    if on_step:
+        on_step(first)
+    answer = answer_over_evidence(tree_nodes, evidence, question, client, budget, on_step)
+    answer.trace = [first, *answer.trace]
     return answer
 
 

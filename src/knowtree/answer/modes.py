@@ -1,29 +1,29 @@
-"""Answering on structured trees and collections: pick the mode, the documents, the expert notes.
+"""Answering on structured trees and collections: the documents, the expert notes, then search or walk.
 
 * `walk`: the walker (choose, read, verify, backtrack) over section titles and whatever metadata
   the nodes have; nodes without a summary get one the first time they are shown when the tree was
-  built with `summaries="lazy"` (kept in the store, so it is paid once).
-* `search`: `navigate.search.TreeSearch`, one call over the outline.
+  built with `summaries="lazy"` (the facade's `summarize` callback keeps it, so it is paid once).
+* `search`: `answer.search.TreeSearch`, one call over the outline.
 * `auto`: search for trees built from a document's structure whose outline fits in half the model's
   context window (level-by-level search otherwise costs a few calls, still fewer than a walk);
-  walk for chunk-based trees, which have no titles to search.
+  walk for chunk-based trees, which have no titles to search (`answer.router.pick_mode`).
 
-In a collection (several documents), the documents are chosen first (`navigate.collection`), then
-searched or walked one by one until one answers.
+In a collection (several documents), the documents are chosen first (`answer.collection`), then
+searched or walked one by one until one answers. Which plan runs is `answer.router`'s decision;
+this module gets the nodes, a client and what the facade read from the store (`StructuredAsk`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from knowtree.answer.router import pick_mode
 from knowtree.answer.search import Openings, SearchOptions, TreeSearch, cite
 from knowtree.answer.walk import EventSink, Walker, WalkOptions, _State
-from knowtree.types import Answer, NavStep, Node, Usage
-
-if TYPE_CHECKING:
-    from knowtree.tree import Tree
+from knowtree.types import Answer, NavStep, Node, NodeMeta, Usage
 
 
 def is_structured(nodes: dict[str, Node], root_id: str) -> bool:
@@ -40,43 +40,19 @@ def outline_tokens(nodes: dict[str, Node], top: str) -> int:
     return total // 4
 
 
-MODES = ("auto", "walk", "search", "retrieve")
-STRATEGIES = ("auto", "describe", "metadata", "semantic")
-
-
-def check_choice(mode: str | None, strategy: str | None = None) -> None:
-    from knowtree.errors import ConfigError
-
-    if mode is not None and mode not in MODES:
-        raise ConfigError(f"unknown ask mode {mode!r} (known: {', '.join(MODES)})")
-    if strategy is not None and strategy not in STRATEGIES:
-        raise ConfigError(f"unknown collection strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
-
-
-def pick_mode(mode: str, nodes: dict[str, Node], root_id: str, context_window: int) -> str:
-    check_choice(mode)
-    if mode in ("walk", "search"):
-        return mode
-    if not is_structured(nodes, root_id):
-        return "walk"
-    return "search" if outline_tokens(nodes, root_id) <= context_window // 2 else "walk"
-
-
-def expert_notes(tree: Tree, question: str, limit: int = 3) -> list[str]:
-    """The expert notes of this tree (and '*' notes) that match the question: by shared words, else
-    by embedding similarity when the embedding extra is installed."""
+def expert_notes(notes: Sequence[str], question: str, limit: int = 3) -> list[str]:
+    """The expert notes (of this tree and '*' notes, as the facade read them) that match the
+    question: by shared words, else by embedding similarity when the embedding extra is installed."""
     from knowtree.answer.evidence import content_words
-    from knowtree.store.docinfo import list_experts
     from knowtree.text import stem
 
-    notes = list_experts(tree.kt.store, tree.name)
     if not notes:
         return []
     asked = {stem(w) for w in content_words(question)}
     scored = []
     for n in notes:
-        shared = len(asked & {stem(w) for w in content_words(n.text)})
-        scored.append((shared, n.text))
+        shared = len(asked & {stem(w) for w in content_words(n)})
+        scored.append((shared, n))
     picked = [t for s, t in sorted(scored, key=lambda x: -x[0]) if s > 0][:limit]
     if picked:
         return picked
@@ -84,12 +60,12 @@ def expert_notes(tree: Tree, question: str, limit: int = 3) -> list[str]:
         from knowtree.retrieve.embed import get_embedder
 
         emb = get_embedder()
-        vecs = emb.embed([question, *(n.text for n in notes)])
+        vecs = emb.embed([question, *notes])
     except Exception:  # no embedding extra: keyword matching only
         return []
     sims = vecs[1:] @ vecs[0]
     ranked = sorted(range(len(notes)), key=lambda i: -float(sims[i]))
-    return [notes[i].text for i in ranked if float(sims[i]) >= 0.45][:limit]
+    return [notes[i] for i in ranked if float(sims[i]) >= 0.45][:limit]
 
 
 class StructuredWalker(Walker):
@@ -150,28 +126,33 @@ class StructuredWalker(Walker):
                 return found
 
 
+@dataclass(slots=True)
+class StructuredAsk:
+    """What a structured question needs beyond the nodes and the client, read by the facade."""
+
+    mode: str  # auto | walk | search
+    strategy: str  # how a collection picks its documents
+    budget_tokens: int  # of section text tree search reads
+    context_window: int  # of the model: decides auto per document
+    walk_options: WalkOptions
+    notes: list[str] = field(default_factory=list)  # expert notes matching the question
+    documents: Sequence[Any] = ()  # a collection's `DocInfo`s (one or none: a single document)
+    index_path: str | None = None  # where the collection's semantic index lives
+    index_name: str = ""
+    summarize: Callable[[Node], NodeMeta] | None = None  # lazy summaries: one node's, kept by the facade
+    answer: bool = True  # search: also make the answer call
+
+
 def ask_structured(
-    tree: Tree,
+    nodes: dict[str, Node],
+    root_id: str,
     question: str,
-    *,
-    mode: str,
-    strategy: str | None = None,
-    budget_tokens: int | None = None,
+    client: Any,
+    how: StructuredAsk,
     on_step: EventSink | None = None,
-    walk_options: WalkOptions | None = None,
-    answer: bool = True,
 ) -> Answer:
     from knowtree.answer.collection import select_documents
-    from knowtree.store.docinfo import doc_infos
 
-    kt = tree.kt
-    s = kt.settings
-    nodes = tree.nodes
-    root_id = tree.root.id
-    model = kt.model
-    check_choice(mode, strategy)
-    run_id = kt.store.start_run("ask", tree.name, detail=question[:500])
-    client = kt.client(run_id)
     started = time.monotonic()
     trace: list[NavStep] = []
     usage = Usage()
@@ -181,60 +162,56 @@ def ask_structured(
         if on_step:
             on_step(st)
 
-    try:
-        notes = expert_notes(tree, question)
-        infos = doc_infos(kt.store, tree.name)
-        scopes: list[list[str]] = [[root_id]]
-        if len(infos) > 1:
-            sel = select_documents(
-                question,
-                infos,
+    infos = list(how.documents)
+    scopes: list[list[str]] = [[root_id]]
+    if len(infos) > 1:
+        sel = select_documents(
+            question,
+            infos,
+            client,
+            strategy=how.strategy,
+            nodes=nodes,
+            index_path=how.index_path,
+            index_name=how.index_name,
+        )
+        sel.step.node_id = root_id
+        step(sel.step)
+        usage.add(sel.usage)
+        chosen = sel.docs or infos
+        scopes = [[i.node_id] for i in chosen][:3]
+    answer_obj: Answer | None = None
+    for scope in scopes:
+        # auto decides per document: a collection's outline is never shown whole
+        scope_mode = pick_mode(
+            how.mode, is_structured(nodes, scope[0]), outline_tokens(nodes, scope[0]), how.context_window
+        )
+        if scope_mode == "search":
+            searcher = TreeSearch(
+                nodes,
                 client,
-                strategy=strategy or s.collection_strategy,
-                nodes=nodes,
-                index_path=kt.store.path if kt.store.path != ":memory:" else None,
-                index_name=f"kt_{_safe(tree.name)}",
+                SearchOptions(
+                    budget_tokens=how.budget_tokens,
+                    outline_tokens=max(800, how.context_window // 2 - 600),
+                    expert=how.notes,
+                    answer=how.answer,
+                ),
+                on_step=step,
             )
-            sel.step.node_id = root_id
-            step(sel.step)
-            usage.add(sel.usage)
-            chosen = sel.docs or infos
-            scopes = [[i.node_id] for i in chosen][:3]
-        answer_obj: Answer | None = None
-        for scope in scopes:
-            # auto decides per document: a collection's outline is never shown whole
-            scope_mode = pick_mode(mode, nodes, scope[0], model.context_window)
-            if scope_mode == "search":
-                searcher = TreeSearch(
-                    nodes,
-                    client,
-                    SearchOptions(
-                        budget_tokens=budget_tokens or s.search_budget_tokens,
-                        outline_tokens=max(800, model.context_window // 2 - 600),
-                        expert=notes,
-                        answer=answer,
-                    ),
-                    on_step=step,
-                )
-                got = searcher.ask(question, scope)
-                got.trace = trace
-                usage.add(searcher.usage)
-            else:
-                got = _walk(tree, question, scope[0], client, notes, walk_options, step)
-                got.trace = trace
-                usage.add(got.usage)
-            if answer_obj is None or _rank(got) > _rank(answer_obj):
-                answer_obj = got
-            if got.status == "complete":
-                break
-        assert answer_obj is not None
-        answer_obj.usage = client.usage.model_copy()  # everything this question cost, lazy summaries too
-        answer_obj.usage.seconds = time.monotonic() - started
-        answer_obj.trace = trace
-    except BaseException:
-        kt.store.finish_run(run_id, "failed")
-        raise
-    kt.store.finish_run(run_id, answer_obj.status)
+            got = searcher.ask(question, scope)
+            got.trace = trace
+            usage.add(searcher.usage)
+        else:
+            got = _walk(nodes, question, scope[0], client, how, step)
+            got.trace = trace
+            usage.add(got.usage)
+        if answer_obj is None or _rank(got) > _rank(answer_obj):
+            answer_obj = got
+        if got.status == "complete":
+            break
+    assert answer_obj is not None
+    answer_obj.usage = client.usage.model_copy()  # everything this question cost, lazy summaries too
+    answer_obj.usage.seconds = time.monotonic() - started
+    answer_obj.trace = trace
     return answer_obj
 
 
@@ -242,56 +219,49 @@ def _rank(a: Answer) -> int:
     return {"complete": 2, "partial": 1, "none": 0}[a.status]
 
 
-def _safe(name: str) -> str:
+def index_name(tree: str) -> str:
+    """The name of a collection's semantic index for tree `tree` (safe as a table name)."""
     import re
 
     from knowtree.types import content_hash
 
-    clean = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
-    return f"{clean}_{content_hash(name, length=8)}"
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", tree)[:40]
+    return f"kt_{clean}_{content_hash(tree, length=8)}"
 
 
 def _walk(
-    tree: Tree,
+    nodes: dict[str, Node],
     question: str,
     top: str,
     client: Any,
-    notes: list[str],
-    options: WalkOptions | None,
+    how: StructuredAsk,
     step: Callable[[NavStep], None],
 ) -> Answer:
-    from knowtree.construct.structure import summarize_node
-    from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
     from knowtree.errors import ModelOutputError
-    from knowtree.store.docinfo import update_node_meta
 
-    kt = tree.kt
-    nodes = tree.nodes
-    settings = kt.store.tree_settings(tree.name)
-    lazy = settings.get("summaries") == "lazy"
-    taxonomy = kt.settings.taxonomy or DEFAULT_TAXONOMY
+    summarize = how.summarize
 
     def prepare(ids: list[str]) -> None:
+        assert summarize is not None
         for nid in ids:
             node = nodes[nid]
             if node.meta.summary:
                 continue
             try:
-                meta, _used = summarize_node(client, node, nodes, taxonomy)
+                meta = summarize(node)
             except ModelOutputError as exc:
                 step(NavStep(action="choose", node_id=nid, error=f"lazy summary failed: {exc}"))
                 continue
             nodes[nid] = node.model_copy(update={"meta": meta})
-            update_node_meta(kt.store, tree.name, node, meta)
 
-    s = kt.settings
-    opts = options or WalkOptions(
-        max_branch_attempts=s.max_branch_attempts,
-        leaves_per_branch=s.leaves_per_branch,
-        leaf_chars=max(6000, max((len(n.text) for n in nodes.values() if n.is_leaf), default=0)),
-    )
     walker = StructuredWalker(
-        nodes, top, client, opts, on_step=step, expert=notes, prepare=prepare if lazy else None
+        nodes,
+        top,
+        client,
+        how.walk_options,
+        on_step=step,
+        expert=how.notes,
+        prepare=prepare if summarize is not None else None,
     )
     got = walker.ask(question)
     # page-level citations: the page the quote is on

@@ -37,13 +37,12 @@ from knowtree.llm.base import Message, Request
 from knowtree.llm.client import parse_json_tolerant
 from knowtree.prompts import render
 from knowtree.retrieve.treesearch import Ranking
-from knowtree.types import Answer, NavStep, Usage
+from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
     from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treeindex import IndexRow, TreeIndex
     from knowtree.retrieve.treescore import TreeShape
-    from knowtree.tree import Tree
 
 Grade = Literal["yes", "partly", "no"]
 GRADE_SCORE: dict[str, float] = {"yes": 1.0, "partly": 0.5, "no": 0.0}
@@ -334,56 +333,34 @@ def navigate(
 
 
 def ask_nav(
-    tree: Tree,
+    index: TreeIndex,
+    ranking: Ranking,
+    shape: TreeShape,
+    tree_nodes: dict[str, Node],
+    root_id: str | None,
     question: str,
+    client: LLMClient,
     *,
-    budget_tokens: int | None = None,
+    budget: int,
     options: NavOptions | None = None,
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
-    """Tree scores → judged beam → packed evidence → one quote-verified answer call."""
-    from knowtree.answer.indexed import DEFAULT_BUDGET, answer_over_evidence
-    from knowtree.retrieve.treeindex import TreeIndex
-    from knowtree.retrieve.treesearch import (
-        default_params,
-        pack_evidence,
-        rank_tree,
-        resolve_embedder,
-        shape_of,
-    )
+    """The tree's ranking (`retrieve.treesearch.rank_tree`, done by the facade) → judged beam →
+    packed evidence → one quote-verified answer call."""
+    from knowtree.answer.indexed import answer_over_evidence
+    from knowtree.retrieve.treesearch import pack_evidence
 
-    kt = tree.kt
-    budget = budget_tokens or DEFAULT_BUDGET
-    kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-    run_id = kt.store.start_run("ask", tree.name, detail=question[:500])
-    started = time.monotonic()
-    try:
-        index = TreeIndex(kt.store, tree.name)
-        shape = shape_of(index)
-        ranking = rank_tree(
-            index,
-            question,
-            embedder=resolve_embedder("default"),
-            params=default_params(tree.info.kind),
-            shape=shape,
-        )
-        client = kt.client(run_id)
-        nav = navigate(index, ranking, question.strip(), client, shape, options, on_step, budget)
-        evidence = pack_evidence(index, nav.ranking, budget, shape=shape)
-        read = NavStep(
-            action="read",
-            node_id=tree.info.root_id,
-            options=[ev.node_id for ev in evidence],
-            outcome=f"nav: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens",
-        )
-        if on_step:
-            on_step(read)
-        answer = answer_over_evidence(tree.nodes, evidence, question, client, budget, on_step)
-        answer.trace = [*nav.steps, read, *answer.trace]
-        answer.usage = client.usage.model_copy()
-        answer.usage.seconds = time.monotonic() - started
-    except BaseException:
-        kt.store.finish_run(run_id, "failed")
-        raise
-    kt.store.finish_run(run_id, answer.status)
+    nav = navigate(index, ranking, question.strip(), client, shape, options, on_step, budget)
+    evidence = pack_evidence(index, nav.ranking, budget, shape=shape)
+    read = NavStep(
+        action="read",
+        node_id=root_id,
+        options=[ev.node_id for ev in evidence],
+        outcome=f"nav: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens",
+    )
+    if on_step:
+        on_step(read)
+    answer = answer_over_evidence(tree_nodes, evidence, question, client, budget, on_step)
+    answer.trace = [*nav.steps, read, *answer.trace]
+    answer.usage = client.usage.model_copy()
     return answer

@@ -277,22 +277,23 @@ def ask(
             else:
                 typer.echo(render_evidence(evidence))
             return
+        options: dict[str, Any] = {  # the same for --stream / --agent: one router decides
+            "max_branch_attempts": max_branch_attempts,
+            "leaves_per_branch": leaves_per_branch,
+            "mode": mode,
+            "strategy": strategy,
+            "budget_tokens": budget,
+        }
         if stream or agent:
             from knowtree.cli.chat import ask_streaming
 
             with kt:
-                ask_streaming(kt, tree, question, as_json=as_json, trace=trace, agent=agent, stream=stream)
+                ask_streaming(
+                    kt, tree, question, as_json=as_json, trace=trace, agent=agent, stream=stream, options=options
+                )
             return
         with kt:
-            t = kt.tree(tree)
-            answer = t.ask(
-                question,
-                max_branch_attempts=max_branch_attempts,
-                leaves_per_branch=leaves_per_branch,
-                mode=mode,
-                strategy=strategy,
-                budget_tokens=budget,
-            )
+            answer = kt.tree(tree).ask(question, **options)
         if as_json:
             typer.echo(answer.model_dump_json(indent=2))
         else:

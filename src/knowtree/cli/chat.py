@@ -6,7 +6,7 @@ Kept out of cli.py so the main command stays light. Registered there with `app.a
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -84,12 +84,21 @@ def add(
 
 
 def ask_streaming(
-    kt: object, tree: str, question: str, *, as_json: bool, trace: bool, agent: bool, stream: bool
+    kt: object,
+    tree: str,
+    question: str,
+    *,
+    as_json: bool,
+    trace: bool,
+    agent: bool,
+    stream: bool,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """`knowtree ask NAME Q --stream`: navigation events as they happen, then the answer's text.
 
     Conversation memories stream through `Memory.stream`; document trees print their walk's steps
-    from the navigator's event hook. With --json every event is one JSON line.
+    from the navigator's event hook. With --json every event is one JSON line. `options`: the
+    `Tree.ask` keywords (mode, strategy, budget_tokens...): streaming runs the same plan.
     """
     import asyncio
 
@@ -111,21 +120,27 @@ def ask_streaming(
             typer.echo("")
             typer.echo(render_answer(answer, trace=trace))
 
+    options = options or {}
     t = kt.tree(tree)  # type: ignore[attr-defined]
     if t.info.kind != "conversation":
         if agent:
             raise typer.BadParameter("--agent works on conversation memories (knowtree chat add)")
-        show_answer(t.ask(question, on_step=show_step))
+        show_answer(t.ask(question, on_step=show_step, **options))
         return
     mem = kt.memory(tree)  # type: ignore[attr-defined]
+    navigator = "agent" if agent else None
     if not stream:  # --agent alone: printed like any answer
-        answer = mem.ask(question, mode="agent")
+        answer = mem.ask(
+            question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens")
+        )
         typer.echo(answer.model_dump_json(indent=2) if as_json else render_answer(answer, trace=trace))
         return
 
     async def consume() -> None:
         writing = False  # answer text is on the current line
-        async for event in mem.stream(question, mode="agent" if agent else "tree"):
+        async for event in mem.stream(
+            question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens")
+        ):
             if event["event"] == "token":
                 if as_json:
                     typer.echo(json.dumps(event))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,19 @@ def _text(content: Any, name: str, where: str) -> str:
                 texts.append(part["text"])
         return "\n".join(texts)
     raise InputError(name, f"{where}: 'content' must be a string or a list of text parts")
+
+
+def parse_messages(
+    records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages"
+) -> list[ChatMessage]:
+    """OpenAI-style message dicts (role, content, optional name/timestamp/session/id) → `ChatMessage`s,
+    all validated first: a bad record raises `InputError` naming it."""
+    if isinstance(records, dict):
+        records = [records]
+    return [
+        r if isinstance(r, ChatMessage) else _message(r, source, f"message {i}")
+        for i, r in enumerate(records)
+    ]
 
 
 def _message(rec: Any, name: str, where: str, **extra: Any) -> ChatMessage:

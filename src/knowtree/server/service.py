@@ -212,7 +212,7 @@ class Service:
             mem = self.kt.memory(t.name)
             return mem.ask(
                 req.question,
-                mode="agent" if req.mode == "agent" else "tree",
+                navigator="agent" if req.mode == "agent" else "tree",
                 budget_tokens=req.budget_tokens,
                 on_step=on_step,
                 on_token=on_token,
@@ -284,7 +284,7 @@ class Service:
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
-        from knowtree.memory import parse_messages
+        from knowtree.ingest.chat import parse_messages
 
         parse_messages(messages)  # a bad record fails now, not in the background
         return self.jobs.create(p.tenant, "add", stored, {"messages": messages, "batch_size": batch_size})

@@ -1,0 +1,95 @@
+"""How a question runs, decided in one place: tree kind × mode × navigator → a `Plan`.
+
+Pure: no store, no model. The facades (`Tree.ask`, `Memory.ask`, and through them the CLI, the
+server and streaming) call `route` and execute the plan it returns.
+
+| mode            | document tree                                   | conversation memory            |
+|-----------------|-------------------------------------------------|--------------------------------|
+| auto (default)  | structured: search if the outline fits, else walk; chunk tree: walk | the memory navigator |
+| walk            | the walker (structured trees: with expert notes) | the memory navigator          |
+| search          | tree search (one call over the outline)          | the memory navigator          |
+| retrieve        | the tree as an index, one answer call            | same                           |
+| nav             | index scores, a judged beam, one answer call     | same                           |
+
+`mode=None` means the `ask_mode` setting (auto when a navigator is named). `navigator` (tree | agent)
+picks the memory navigator: the tree walk or the tool-using agent; memories only, in the modes above
+that use it.
+`strategy` (auto | describe | metadata | semantic) is how a collection picks its documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from knowtree.config import AskMode, CollectionStrategy
+from knowtree.errors import ConfigError
+
+MODES: tuple[str, ...] = get_args(AskMode)  # auto, walk, search, retrieve, nav
+STRATEGIES: tuple[str, ...] = get_args(CollectionStrategy)
+NAVIGATORS = ("tree", "agent")
+CONVERSATION = "conversation"
+
+Route = Literal["walk", "structured", "memory", "retrieve", "nav"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What runs: `route`, with the mode it runs in (`structured`: auto | walk | search, decided per
+    document later), the memory navigator (`memory`) and the collection strategy."""
+
+    route: Route
+    mode: str
+    navigator: str = "tree"
+    strategy: str | None = None
+
+
+def check_choice(mode: str | None, strategy: str | None = None, navigator: str | None = None) -> None:
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"unknown ask mode {mode!r} (known: {', '.join(MODES)})")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise ConfigError(f"unknown collection strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    if navigator is not None and navigator not in NAVIGATORS:
+        raise ConfigError(f"unknown memory navigator {navigator!r} (known: {', '.join(NAVIGATORS)})")
+
+
+def route(
+    kind: str,
+    mode: str | None,
+    *,
+    default_mode: str = "auto",
+    strategy: str | None = None,
+    navigator: str | None = None,
+    structured: bool | Callable[[], bool] = False,
+) -> Plan:
+    """The plan for one question. `default_mode`: the `ask_mode` setting; `structured`: whether the
+    tree was built from its documents' structure (titled sections), or a function telling it (only
+    called when it matters, so routing a memory loads no nodes)."""
+    check_choice(mode, strategy, navigator)
+    check_choice(default_mode)
+    chosen = mode or ("auto" if navigator else default_mode)  # naming a navigator: the mode that uses it
+    if navigator == "agent" and (kind != CONVERSATION or chosen in ("retrieve", "nav")):
+        where = "a document tree" if kind != CONVERSATION else f"mode {chosen!r}"
+        raise ConfigError(
+            f"the agent navigator answers conversation memories in walk or auto mode, not {where}"
+        )
+    if chosen in ("retrieve", "nav"):  # every tree kind, memories included
+        return Plan(chosen, chosen, strategy=strategy)
+    if kind == CONVERSATION:  # a memory: answered by its own navigator
+        return Plan("memory", chosen, navigator=navigator or "tree")
+    is_structured = structured() if callable(structured) else structured
+    if is_structured or chosen == "search":
+        return Plan("structured", chosen, strategy=strategy)
+    return Plan("walk", chosen)
+
+
+def pick_mode(mode: str, structured: bool, outline_tokens: int, context_window: int) -> str:
+    """Within a structured plan, per document: auto searches an outline that fits in half the
+    model's context window, and walks otherwise (and always walks a tree without titles)."""
+    check_choice(mode)
+    if mode in ("walk", "search"):
+        return mode
+    if not structured:
+        return "walk"
+    return "search" if outline_tokens <= context_window // 2 else "walk"

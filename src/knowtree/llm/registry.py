@@ -27,12 +27,12 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
     kind, _, rest = spec.partition(":")
     kind = kind.lower()
     if kind == "local":
-        from knowtree.llm.local import LocalModel
+        from knowtree.llm.adapters.local import LocalModel
 
         threads = settings.threads
         return LocalModel(rest or None, n_ctx=settings.n_ctx, n_threads=threads)
     if kind in ("openai", "ollama"):
-        from knowtree.llm.openai_compat import OpenAIModel
+        from knowtree.llm.adapters.openai_compat import OpenAIModel
 
         name, _, inline_url = rest.partition("@")
         if not name:
@@ -58,7 +58,7 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
             output_cost_per_mtok=settings.output_cost_per_mtok,
         )
     if kind == "anthropic":
-        from knowtree.llm.anthropic_model import AnthropicModel
+        from knowtree.llm.adapters.anthropic_model import AnthropicModel
 
         if not rest:
             raise ConfigError(f"model {spec!r}: name the model, e.g. anthropic:claude-3-5-haiku-latest")
@@ -93,7 +93,7 @@ def resolve_model(settings: Settings, env: Mapping[str, str] | None = None) -> M
 def spec_for_id(model_id: str) -> str | None:
     """The model string that loads the model a tree records by id (for trees that did not record
     their model string); None when the id cannot be loaded by name (a custom Model, an import)."""
-    from knowtree.llm.model_files import DEFAULT_LOCAL_MODEL
+    from knowtree.llm.adapters.model_files import DEFAULT_LOCAL_MODEL
 
     kind, _, rest = model_id.partition(":")
     if model_id in ("keyword", "test"):

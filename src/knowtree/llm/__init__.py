@@ -5,18 +5,17 @@ Adapters import their SDKs lazily: `import knowtree.llm` loads no provider libra
 
 from knowtree.llm.base import Completion, Message, Model, Request
 from knowtree.llm.client import CallResult, ClientOptions, LLMClient, MemoryCallStore
-from knowtree.testing.models import FunctionModel, KeywordModel, ScriptedModel
+from knowtree.llm.registry import ModelSpec, register_model
 
 __all__ = [
     "CallResult",
     "ClientOptions",
     "Completion",
-    "FunctionModel",
-    "KeywordModel",
     "LLMClient",
     "MemoryCallStore",
     "Message",
     "Model",
+    "ModelSpec",
     "Request",
-    "ScriptedModel",
+    "register_model",
 ]

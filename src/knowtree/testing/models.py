@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from knowtree.errors import ConfigError
 from knowtree.llm.base import Completion, Model, Request
+from knowtree.llm.registry import ModelSpec
 from knowtree.testing.docs import DocumentRoles
 from knowtree.testing.kb import KBRoles
 from knowtree.text import STOPWORDS
@@ -286,3 +288,17 @@ class SlowKeywordModel(KeywordModel):
     def reply(self, request: Request) -> dict[str, Any]:
         time.sleep(self.delay)
         return super().reply(request)
+
+
+def keyword_model(spec: ModelSpec) -> KeywordModel:
+    """The `keyword` (or `test`) model string's factory (see `knowtree.llm.registry`)."""
+    return KeywordModel()
+
+
+def slow_model(spec: ModelSpec) -> SlowKeywordModel:
+    """The `slow` / `slow:SECONDS` model string's factory."""
+    try:
+        delay = float(spec.name) if spec.name else 0.05
+    except ValueError:
+        raise ConfigError(f"model {spec.spec!r}: write slow or slow:SECONDS, e.g. slow:0.2") from None
+    return SlowKeywordModel(delay)

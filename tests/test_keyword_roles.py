@@ -20,7 +20,7 @@ from knowtree.testing.models import (
 )
 
 SAMPLES = Path(knowtree.__file__).parent / "samples" / "lighthouse"
-QUESTION = "Who approved the new foghorn schedule, and when does it start?"
+QUESTION = "Who is the product lead among the kick-off attendees, and who runs support operations?"
 
 
 def reworded(request: Request) -> Request:
@@ -51,24 +51,63 @@ def recording(seen: list[Request], change: Any = None) -> FunctionModel:
     return FunctionModel(reply, id="keyword")
 
 
-def build_and_ask(db: Path, model: FunctionModel) -> knowtree.Answer:
+TOPICS = ("garden", "boat", "kitchen")
+
+
+def chat() -> list[dict[str, str]]:
+    said = []
+    for i in range(30):
+        topic, stamp = TOPICS[(i // 6) % 3], f"10:{i:02d} am on {1 + i // 10} May, 2023"
+        said.append(
+            {
+                "role": "user",
+                "name": "Ann",
+                "content": f"Message {i} about my {topic} plans.",
+                "timestamp": stamp,
+            }
+        )
+        said.append({"role": "assistant", "content": f"Tell me more about the {topic}.", "timestamp": stamp})
+    said.append(
+        {
+            "role": "user",
+            "name": "Ann",
+            "content": "My sister Beth moved to Lisbon for her job.",
+            "timestamp": "9 May 2023",
+        }
+    )
+    return said
+
+
+def build_and_ask(db: Path, model: FunctionModel, kind: str) -> knowtree.Answer:
     with knowtree.open(db, model=model) as kt:
-        kt.build([str(SAMPLES)], tree="t")
-        return kt.tree("t").ask(QUESTION)
+        if kind == "documents":
+            kt.build([str(SAMPLES)], tree="t")
+            return kt.tree("t").ask(QUESTION)
+        memory = kt.memory("chat")
+        memory.embedder = "hash"
+        memory.add(chat())
+        return memory.ask("Where did Ann's sister Beth move for her job?")
 
 
-def test_a_reworded_template_plays_the_same_role(tmp_path: Path) -> None:
+ROLES_SEEN = {
+    "documents": {"leaf_meta", "branch_meta", "decompose", "choose", "read", "combine"},
+    "chat": {"topic", "topic_merge", "memory_choose", "memory_answer"},
+}
+
+
+@pytest.mark.parametrize("kind", ["documents", "chat"])
+def test_a_reworded_template_plays_the_same_role(tmp_path: Path, kind: str) -> None:
     seen: list[Request] = []
-    plain = build_and_ask(tmp_path / "a.db", recording(seen))
-    roles = {r.schema_name for r in seen}
-    assert {"leaf_meta", "branch_meta", "decompose", "choose", "read"} <= roles
+    plain = build_and_ask(tmp_path / "a.db", recording(seen), kind)
+    assert ROLES_SEEN[kind] <= {r.schema_name for r in seen}
     keyword = KeywordModel()
     for request in {r.schema_name: r for r in seen}.values():
         assert role_for(reworded(request)) == request.schema_name
         assert keyword.reply(reworded(request)) == keyword.reply(request), request.schema_name
-    # end to end: every prompt reworded, the same tree and the same answer
-    again = build_and_ask(tmp_path / "b.db", recording([], reworded))
+    # end to end: every prompt reworded, the same answer
+    again = build_and_ask(tmp_path / "b.db", recording([], reworded), kind)
     assert (again.status, again.answer) == (plain.status, plain.answer)
+    assert plain.status == "complete"
 
 
 def test_every_role_in_the_table_has_a_player() -> None:

@@ -2,3 +2,7 @@
 
 Not imported by `import knowtree`; the `test:` model prefix loads it on demand.
 """
+
+from knowtree.testing.models import FunctionModel, KeywordModel, ScriptedModel, SlowKeywordModel
+
+__all__ = ["FunctionModel", "KeywordModel", "ScriptedModel", "SlowKeywordModel"]

@@ -1,6 +1,6 @@
 """The `KeywordModel`'s roles for knowledge bases (AutoKB): word overlap, no model, deterministic.
-Mixed into `knowtree.testing.models.KeywordModel`. Field names and allowed values are read from the
-request's JSON schema (the reply's shape), the texts from the prompt's own lines."""
+Mixed into `knowtree.testing.models.KeywordModel`, which picks the role from the request's reply schema
+(`role_for`); attribute names, allowed values and texts are read from the prompt's own lines."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def _no_embedded_model(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     def refuse(self: Any) -> Any:
         raise AssertionError("this test tried to load the real embedded model; pass model=... instead")
 
-    monkeypatch.setattr("knowtree.llm.local.LocalModel._ensure_loaded", refuse)
+    monkeypatch.setattr("knowtree.llm.adapters.local.LocalModel._ensure_loaded", refuse)
 
 
 # -- a small corpus with distinct facts, shared by the build, walk, CLI and API tests ---------------

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from knowtree.errors import ConfigError, ModelCallError, TransientModelError
-from knowtree.llm import model_files
+from knowtree.llm.adapters import model_files
 from knowtree.llm.base import Message, Request
 
 SCHEMA: dict[str, Any] = {
@@ -59,14 +59,14 @@ def _chat_reply(content: str | None = '{"choice": 1, "reason": "ok"}', usage: bo
 
 
 def _openai(handler: Any, **kw: Any) -> Any:
-    from knowtree.llm.openai_compat import OpenAIModel
+    from knowtree.llm.adapters.openai_compat import OpenAIModel
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
     return OpenAIModel("m", base_url="http://llm.test/v1", api_key="k", http_client=client, **kw)
 
 
 def test_openai_module_import_is_light() -> None:
-    code = "import sys, knowtree.llm.openai_compat, knowtree.llm.anthropic_model, knowtree.llm.local; "
+    code = "import sys, knowtree.llm.adapters.openai_compat, knowtree.llm.adapters.anthropic_model, knowtree.llm.adapters.local; "
     code += "print('openai' in sys.modules, 'anthropic' in sys.modules, 'llama_cpp' in sys.modules)"
     import subprocess
 
@@ -217,7 +217,7 @@ def test_openai_other_4xx_is_call_error() -> None:
 def test_parse_retry_after_forms() -> None:
     from email.utils import formatdate
 
-    from knowtree.llm.openai_compat import parse_retry_after
+    from knowtree.llm.adapters.openai_compat import parse_retry_after
 
     assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
     assert parse_retry_after({"retry-after": "7"}) == 7.0
@@ -233,7 +233,7 @@ def test_parse_retry_after_forms() -> None:
 def _anthropic(handler: Any) -> Any:
     import httpx2  # the anthropic SDK accepts only httpx2 clients (openai takes either)
 
-    from knowtree.llm.anthropic_model import AnthropicModel
+    from knowtree.llm.adapters.anthropic_model import AnthropicModel
 
     client = httpx2.Client(transport=httpx2.MockTransport(handler))
     return AnthropicModel("claude-test", api_key="k", base_url="http://claude.test", http_client=client)
@@ -422,7 +422,7 @@ def test_resolve_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_local_model_is_lazy(tmp_path: Path) -> None:
-    from knowtree.llm.local import LocalModel
+    from knowtree.llm.adapters.local import LocalModel
 
     gguf = tmp_path / "tiny-model.gguf"
     gguf.write_bytes(b"GGUF")
@@ -435,7 +435,7 @@ def test_local_model_is_lazy(tmp_path: Path) -> None:
 @pytest.mark.embedded
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
 def test_local_model_navigates_with_schema() -> None:
-    from knowtree.llm.local import LocalModel
+    from knowtree.llm.adapters.local import LocalModel
 
     model = LocalModel(n_ctx=2048, seed=0)
     question = (

@@ -87,7 +87,7 @@ def _free_port() -> int:
 def test_openai_compatible_server_end_to_end(tmp_path: Path) -> None:
     """A real llama-cpp-python server on 127.0.0.1 serving the same GGUF, driven via the OpenAI adapter."""
     pytest.importorskip("openai")
-    from knowtree.llm.model_files import ensure_local_model
+    from knowtree.llm.adapters.model_files import ensure_local_model
 
     gguf = ensure_local_model()
     port = _free_port()

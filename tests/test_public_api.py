@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import knowtree
-from knowtree.llm import KeywordModel
+from knowtree.testing.models import KeywordModel
 
 
 def test_all_lists_exactly_the_public_names() -> None:

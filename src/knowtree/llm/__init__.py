@@ -7,18 +7,17 @@ May import: config, text, types, errors — nothing above (the client is handed 
 
 from knowtree.llm.base import Completion, Message, Model, Request
 from knowtree.llm.client import CallResult, ClientOptions, LLMClient, MemoryCallStore
-from knowtree.testing.models import FunctionModel, KeywordModel, ScriptedModel
+from knowtree.llm.registry import ModelSpec, register_model
 
 __all__ = [
     "CallResult",
     "ClientOptions",
     "Completion",
-    "FunctionModel",
-    "KeywordModel",
     "LLMClient",
     "MemoryCallStore",
     "Message",
     "Model",
+    "ModelSpec",
     "Request",
-    "ScriptedModel",
+    "register_model",
 ]

@@ -3,3 +3,7 @@ no weights. Not imported by `import knowtree`; model strings such as `keyword` l
 
 May import: llm, text, types, errors.
 """
+
+from knowtree.testing.models import FunctionModel, KeywordModel, ScriptedModel, SlowKeywordModel
+
+__all__ = ["FunctionModel", "KeywordModel", "ScriptedModel", "SlowKeywordModel"]

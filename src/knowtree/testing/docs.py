@@ -7,29 +7,12 @@ import re
 from typing import Any
 
 from knowtree.llm.base import Request
-from knowtree.text import STOPWORDS
-
-_WORD = re.compile(r"[A-Za-z]+|\d+")
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1}
-
-
-def _between(text: str, start: str, end: str) -> str:
-    i = text.find(start)
-    j = text.find(end, i + len(start))
-    return text[i + len(start) : j] if i >= 0 and j >= 0 else ""
-
-
-def _question(prompt: str) -> str:
-    m = re.search(r"^Question: (.*)$", prompt, flags=re.M)
-    return m.group(1) if m else ""
+from knowtree.testing.overlap import between, question_line, words
 
 
 class DocumentRoles:
     def _toc(self, prompt: str, request: Request) -> dict[str, Any]:
-        text = _between(prompt, "<text>", "</text>")
+        text = between(prompt, "<text>", "</text>")
         entries = []
         for line in text.splitlines():
             m = re.match(r"^\s*(\d+(?:\.\d+)*\.?\s+)?([A-Za-z][^\d]*?)[\s.]+(\d{1,3})\s*$", line)
@@ -53,7 +36,7 @@ class DocumentRoles:
         return {"sections": sections}
 
     def _describe(self, prompt: str, request: Request) -> dict[str, Any]:
-        text = " ".join(_between(prompt, "<text>", "</text>").split())
+        text = " ".join(between(prompt, "<text>", "</text>").split())
         first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0][:200]
         year = re.search(r"\b(19|20)\d\d\b", text)
         return {
@@ -64,23 +47,23 @@ class DocumentRoles:
         }
 
     def _search(self, prompt: str, request: Request) -> dict[str, Any]:
-        wanted = _words(_question(prompt))
+        wanted = words(question_line(prompt))
         rows = re.findall(
-            r"^\s*\[(\d+)\] (.*)$", _between(prompt + "\n", "Outline:", "\n\n") or prompt, flags=re.M
+            r"^\s*\[(\d+)\] (.*)$", between(prompt + "\n", "Outline:", "\n\n") or prompt, flags=re.M
         )
-        scored = sorted(((len(wanted & _words(body)), -int(i), int(i)) for i, body in rows), reverse=True)
+        scored = sorted(((len(wanted & words(body)), -int(i), int(i)) for i, body in rows), reverse=True)
         picked = [i for s, _, i in scored if s > 0][:2]
         return {"thinking": "the titles sharing most words with the question", "node_list": picked}
 
     def _search_answer(self, prompt: str, request: Request) -> dict[str, Any]:
-        wanted = _words(_question(prompt))
+        wanted = words(question_line(prompt))
         best, score, source = "", 0, 1
         for n, head, body in re.findall(
             r"^\[(\d+)\] (.*?)\n<source>\n(.*?)\n</source>", prompt, flags=re.M | re.S
         ):
-            context = _words(head.split(", ", 2)[-1])  # the section title is part of what a reader sees
+            context = words(head.split(", ", 2)[-1])  # the section title is part of what a reader sees
             for s in re.split(r"(?<=[.!?])\s+|\n+", body):
-                overlap = len(wanted & (_words(s) | context))
+                overlap = len(wanted & (words(s) | context))
                 if overlap > score:
                     best, score, source = s.strip(), overlap, int(n)
         if wanted and score / len(wanted) >= 0.5:
@@ -88,13 +71,13 @@ class DocumentRoles:
         return {"found": False, "source": 1, "quote": "", "answer": ""}
 
     def _collection(self, prompt: str, request: Request) -> dict[str, Any]:
-        wanted = _words(_question(prompt))
+        wanted = words(question_line(prompt))
         rows = re.findall(r"^\[(\d+)\] (.*)$", prompt, flags=re.M)
-        scored = sorted(((len(wanted & _words(body)), -int(i), int(i)) for i, body in rows), reverse=True)
+        scored = sorted(((len(wanted & words(body)), -int(i), int(i)) for i, body in rows), reverse=True)
         return {"thinking": "most shared words", "docs": [scored[0][2]] if scored else [0]}
 
     def _collection_filter(self, prompt: str, request: Request) -> dict[str, Any]:
-        question = _question(prompt).lower()
+        question = question_line(prompt).lower()
         out: dict[str, str] = {}
         for field, values in re.findall(r"^- (\w+): (.*)$", prompt, flags=re.M):
             hits = [v for v in values.split(" | ") if v and v.lower() in question]

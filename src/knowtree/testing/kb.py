@@ -1,6 +1,6 @@
 """The `KeywordModel`'s roles for knowledge bases (AutoKB): word overlap, no model, deterministic.
-Mixed into `knowtree.testing.models.KeywordModel`. Field names and allowed values are read from the
-request's JSON schema (the reply's shape), the texts from the prompt's own lines."""
+Mixed into `knowtree.testing.models.KeywordModel`, which picks the role from the request's reply schema
+(`role_for`); attribute names, allowed values and texts are read from the prompt's own lines."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from collections import Counter
 from typing import Any
 
 from knowtree.llm.base import Request
+from knowtree.testing.overlap import WORD, sentences, words
 from knowtree.text import STOPWORDS
-
-_WORD = re.compile(r"[A-Za-z]+|\d+")
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 2}
+    return words(text, min_len=3)
 
 
 def _attributes(prompt: str) -> dict[str, list[str]]:
@@ -27,12 +26,12 @@ def _attributes(prompt: str) -> dict[str, list[str]]:
 
 
 def _values_in(text: str, values: list[str]) -> list[str]:
-    low = " " + " ".join(_WORD.findall(text.lower())) + " "
-    return [v for v in values if f" {' '.join(_WORD.findall(v.lower()))} " in low]
+    low = " " + " ".join(WORD.findall(text.lower())) + " "
+    return [v for v in values if f" {' '.join(WORD.findall(v.lower()))} " in low]
 
 
 def _first_sentence(text: str) -> str:
-    parts = [p.strip() for p in re.split(r"(?<=[.!?])\s+|\n+", text) if len(p.strip()) > 3]
+    parts = sentences(text)
     return parts[0] if parts else text.strip()
 
 
@@ -46,7 +45,7 @@ class KBRoles:
         counts: Counter[str] = Counter()
         for text in issues:
             counts.update(
-                w.lower() for w in set(_WORD.findall(text)) if w.lower() not in STOPWORDS and len(w) > 3
+                w.lower() for w in set(WORD.findall(text)) if w.lower() not in STOPWORDS and len(w) > 3
             )
         top = [w for w, n in counts.most_common(5) if n > 1] or ["general"]
         return {"themes": [f"Issues about {w}" for w in top]}
@@ -92,8 +91,8 @@ class KBRoles:
             return {"solution": "No documented solution was found for this issue.", "citations": []}
         n, _path, text = max(passages, key=lambda p: (len(wanted & _words(p[2])), -int(p[0])))
         body = text.split("\n\nWrite a solution", 1)[0].strip()
-        sentences = [p.strip() for p in re.split(r"(?<=[.!?])\s+|\n+", body) if len(p.split()) >= 4]
-        quote = max(sentences, key=lambda p: len(wanted & _words(p)), default=body)[:200]
+        long_ones = [p for p in sentences(body) if len(p.split()) >= 4]
+        quote = max(long_ones, key=lambda p: len(wanted & _words(p)), default=body)[:200]
         return {
             "solution": f"{quote} See the cited passage.",
             "citations": [{"passage": int(n), "quote": quote}],

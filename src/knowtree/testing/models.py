@@ -2,9 +2,11 @@
 
 * `ScriptedModel` replays a list of replies (strings, dicts or functions of the request) in order.
 * `FunctionModel` answers every request with a function.
-* `KeywordModel` plays every knowtree role by word overlap: it reads our own prompt layout (the
-  `<text>` block, `Option N:` blocks, `part_N:` lines) and answers like a careful but unimaginative
-  model. It makes whole builds and walks testable offline, and is selectable as `--model keyword`.
+* `KeywordModel` plays every knowtree role by word overlap. The role comes from the reply schema the
+  request asks for (its property names, `role_for`), never from the prompt's wording; the role then
+  reads the data the prompt carries (the `<text>` block, `Option N:` blocks, `part_N:` lines) and
+  answers like a careful but unimaginative model. It makes whole builds and walks testable offline,
+  and is selectable as `--model keyword`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from knowtree.errors import ConfigError
 from knowtree.llm.base import Completion, Model, Request
+from knowtree.llm.registry import ModelSpec
 from knowtree.testing.docs import DocumentRoles
 from knowtree.testing.kb import KBRoles
+from knowtree.testing.overlap import WORD, between, sentences, words
 from knowtree.text import STOPWORDS
 
 Reply = str | dict[str, Any] | Completion | Exception | Callable[[Request], Any]
@@ -70,21 +75,69 @@ class ScriptedModel(FunctionModel):
 
 
 # -- the keyword model ------------------------------------------------------------------------
-_WORD = re.compile(r"[A-Za-z]+|\d+")
+# -- the keyword model: the role comes from the reply's schema ----------------------------------
+def fields(names: str) -> frozenset[str]:
+    return frozenset(names.split())
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1}
+#: the reply's top-level property names → the role that fills it in. A tuple lists roles asking
+#: for the same reply (same names, same required ones): the schema's name tells them apart.
+ROLES_BY_FIELDS: dict[frozenset[str], str | tuple[str, ...]] = {
+    fields("summary content_types critical_actions decisions noteworthy_events about"): "leaf_meta",
+    fields("summary critical_actions decisions noteworthy_events"): "branch_meta",
+    fields("parts"): "decompose",
+    fields("reason choice"): ("choose", "memory_choose"),
+    fields("answer"): ("combine", "answer"),
+    fields("summary"): "raptor_summary",
+    fields("correct reason"): "judge",
+    fields("is_toc entries"): "toc",
+    fields("sections"): "structure",
+    fields("description company year doc_type"): "describe",
+    fields("thinking node_list"): "search",
+    fields("found source quote answer"): "search_answer",
+    fields("thinking docs"): "collection",
+    fields("choice name summary events about"): "topic",
+    fields("name summary events"): "topic_merge",
+    fields("found answer messages superseded"): "memory_answer",
+    fields("tool answer messages start end node"): "memory_agent",
+    fields("context"): "kb_context",
+    fields("themes"): "kb_themes",
+    fields("solution citations"): "kb_solution",
+    fields("violated reason"): "kb_compliance",
+}
+#: replies with one numbered property per item asked about (part_1, part_2, ...): every name matches
+ROLES_BY_NUMBERED_FIELDS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"part_\d+"), "read"),
+    (re.compile(r"issue_\d+"), "kb_theme_assign"),
+    (re.compile(r"group_\d+"), "kb_subtree"),
+    (re.compile(r"\d+"), "nav_judge"),
+]
+#: replies whose property names are the caller's own (a collection's metadata fields, a knowledge
+#: base's attributes): the schema's name says which
+ROLES_WITH_OPEN_FIELDS = ("collection_filter", "kb_query_meta")
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
-
-
-def _between(text: str, start: str, end: str) -> str:
-    i = text.find(start)
-    j = text.find(end, i + len(start))
-    return text[i + len(start) : j] if i >= 0 and j >= 0 else ""
+def role_for(request: Request) -> str:
+    """The role a request asks the keyword model to play, from the reply schema it asks for: its
+    property names, then its name where those are shared or the caller's own. A request without a
+    schema (a raw completion) is played by its schema name."""
+    names = frozenset((request.schema_ or {}).get("properties") or ())
+    if not names:
+        return request.schema_name
+    roles = ROLES_BY_FIELDS.get(names)
+    if isinstance(roles, str):
+        return roles
+    if roles is not None and request.schema_name in roles:
+        return request.schema_name
+    if roles is None:
+        for pattern, role in ROLES_BY_NUMBERED_FIELDS:
+            if all(pattern.fullmatch(n) for n in names):
+                return role
+        if request.schema_name in ROLES_WITH_OPEN_FIELDS:
+            return request.schema_name
+    raise ValueError(
+        f"KeywordModel knows no role replying with {sorted(names)} (schema {request.schema_name!r})"
+    )
 
 
 class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
@@ -92,28 +145,29 @@ class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
         super().__init__(self.reply, id="keyword", max_concurrency=4)
 
     def reply(self, request: Request) -> dict[str, Any]:
-        """The reply to a request, by its role (schema name); tests compose it with their own replies."""
+        """The reply to a request, by the role its reply schema names (`role_for`); tests compose it
+        with their own replies."""
         prompt = request.messages[-1].content
-        role = request.schema_name
+        role = role_for(request)
         handler = getattr(self, f"_{role}", None)
         if handler is None:
             raise ValueError(f"KeywordModel cannot play the role {role!r}")
         return handler(prompt, request)
 
     def _leaf_meta(self, prompt: str, request: Request) -> dict[str, Any]:
-        text = _between(prompt, "<text>", "</text>")
-        sentences = _sentences(text)
+        text = between(prompt, "<text>", "</text>")
+        said = sentences(text)
         names = []
         for w in re.findall(r"\b[A-Z][a-z]{2,}(?:\s[A-Z][a-z]+)*|\b[A-Z]+-\d+\b", text):
             if w not in names and w.split()[0] not in ("The", "This", "That", "It", "In", "On", "A"):
                 names.append(w)
         return {
-            "summary": " ".join(sentences[:2])[:500] or text[:200],
+            "summary": " ".join(said[:2])[:500] or text[:200],
             "content_types": ["Reference documentation"],
-            "critical_actions": [
-                s[:130] for s in sentences if re.search(r"\b(must|should|todo|will)\b", s, re.I)
-            ][:2],
-            "decisions": [s[:130] for s in sentences if re.search(r"\bdecided|chose|agreed\b", s, re.I)][:2],
+            "critical_actions": [s[:130] for s in said if re.search(r"\b(must|should|todo|will)\b", s, re.I)][
+                :2
+            ],
+            "decisions": [s[:130] for s in said if re.search(r"\bdecided|chose|agreed\b", s, re.I)][:2],
             "noteworthy_events": [],
             "about": names[:10],
         }
@@ -134,24 +188,24 @@ class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
 
     def _choose(self, prompt: str, request: Request) -> dict[str, Any]:
         question = re.search(r"Question: (.*)", prompt)
-        wanted = _words(question.group(1) if question else "")
+        wanted = words(question.group(1) if question else "")
         missing = re.search(r"Still missing: (.*)", prompt)
         if missing:
-            wanted = _words(missing.group(1))
+            wanted = words(missing.group(1))
         blocks = re.split(r"^Option \d+:\s*$", prompt, flags=re.M)[1:]
-        scores = [len(wanted & _words(b)) for b in blocks]
+        scores = [len(wanted & words(b)) for b in blocks]
         best = max(range(len(blocks)), key=lambda i: (scores[i], -i)) if blocks else 0
         return {"reason": f"option {best} shares {scores[best] if blocks else 0} words", "choice": best}
 
     def _read(self, prompt: str, request: Request) -> dict[str, Any]:
-        text = _between(prompt, "<text>", "</text>")
-        sentences = _sentences(text)
+        text = between(prompt, "<text>", "</text>")
+        said = sentences(text)
         out: dict[str, Any] = {}
         for key, part in re.findall(r"^(part_\d+): (.*)$", prompt, flags=re.M):
-            wanted = _words(part)
+            wanted = words(part)
             best, score = "", 0
-            for s in sentences:
-                overlap = len(wanted & _words(s))
+            for s in said:
+                overlap = len(wanted & words(s))
                 if overlap > score:
                     best, score = s, overlap
             if wanted and score / len(wanted) >= 0.5:
@@ -167,34 +221,34 @@ class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
     # -- evaluation baselines (eval_answer, raptor_summary, judge prompts) -----------------------
     def _answer(self, prompt: str, request: Request) -> dict[str, Any]:
         """The sentence of the text sharing most words with the question (an option letter if it has options)."""
-        text = _between(prompt, "<text>", "</text>")
+        text = between(prompt, "<text>", "</text>")
         question = prompt.split("Question:", 1)[-1].split("\n\nReply", 1)[0]
-        wanted = _words(question.split("\n(A)", 1)[0])
-        best = max(_sentences(text), key=lambda s: len(wanted & _words(s)), default="")
-        if not best or not wanted & _words(best):
+        wanted = words(question.split("\n(A)", 1)[0])
+        best = max(sentences(text), key=lambda s: len(wanted & words(s)), default="")
+        if not best or not wanted & words(best):
             return {"answer": "unknown"}
         options = re.findall(r"^\(([A-D])\) (.*)$", question, flags=re.M)
         if options:
-            letter, option = max(options, key=lambda o: len(_words(o[1]) & _words(best)))
+            letter, option = max(options, key=lambda o: len(words(o[1]) & words(best)))
             return {"answer": f"({letter}) {option}"}
         return {"answer": best[:300]}
 
     def _raptor_summary(self, prompt: str, request: Request) -> dict[str, Any]:
-        text = _between(prompt, "<passages>", "</passages>")
+        text = between(prompt, "<passages>", "</passages>")
         return {"summary": " ".join(s.split(". ")[0] for s in text.split("\n\n") if s.strip())[:800] or "-"}
 
     def _judge(self, prompt: str, request: Request) -> dict[str, Any]:
-        gold = _words(_between(prompt, "Gold answer:", "\n"))
-        said = _words(_between(prompt, "Answer to grade:", "\n"))
+        gold = words(between(prompt, "Gold answer:", "\n"))
+        said = words(between(prompt, "Answer to grade:", "\n"))
         share = len(gold & said) / len(gold) if gold else 0.0
         return {"reason": f"{share:.0%} of the gold answer's words", "correct": share >= 0.5}
 
     def _nav_judge(self, prompt: str, request: Request) -> dict[str, Any]:
         """`--mode nav`'s judge: "yes" for a candidate sharing half the question's words, "partly" for one."""
-        wanted = _words(prompt.split("Question:", 1)[-1].split("\n", 1)[0])
+        wanted = words(prompt.split("Question:", 1)[-1].split("\n", 1)[0])
         out = {}
         for number, text in re.findall(r"^\[(\d+)\] (.*)$", prompt, flags=re.M):
-            shared = len(wanted & _words(text))
+            shared = len(wanted & words(text))
             out[number] = "yes" if wanted and shared * 2 >= len(wanted) else "partly" if shared else "no"
         return out
 
@@ -204,17 +258,17 @@ class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
         return [(int(n), body) for n, body in re.findall(r"^\[(\d+)\] (.*)$", text, flags=re.M)]
 
     def _topic(self, prompt: str, request: Request) -> dict[str, Any]:
-        new = _between(prompt, "New messages:", "Options:")
-        recent = _between(prompt, "Last messages of the current topic:", "New messages:")
-        options = re.findall(r"^(\d+): (.*)$", _between(prompt, "Options:", "Reply with:"), flags=re.M)
-        shared = len(_words(new) & _words(recent))
+        new = between(prompt, "New messages:", "Options:")
+        recent = between(prompt, "Last messages of the current topic:", "New messages:")
+        options = re.findall(r"^(\d+): (.*)$", between(prompt, "Options:", "Reply with:"), flags=re.M)
+        shared = len(words(new) & words(recent))
         choice = 1 if options and "continue" in options[0][1] and shared >= 3 else len(options)
         lines = [body for _, body in self._message_lines(new)]
-        words = [w for w in _WORD.findall(new) if w.lower() not in STOPWORDS and len(w) > 3]
+        long_words = [w for w in WORD.findall(new) if w.lower() not in STOPWORDS and len(w) > 3]
         names = list(dict.fromkeys(re.findall(r"\b[A-Z][a-z]{2,}\b", new)))
         return {
             "choice": choice,
-            "name": " ".join(words[2:6]) or "chat",
+            "name": " ".join(long_words[2:6]) or "chat",
             "summary": " ".join(lines[:2])[:300] or "messages",
             "events": [],
             "about": names[:6],
@@ -230,41 +284,41 @@ class KeywordModel(DocumentRoles, KBRoles, FunctionModel):
 
     def _memory_choose(self, prompt: str, request: Request) -> dict[str, Any]:
         question = re.search(r"Question: (.*)", prompt)
-        wanted = _words(question.group(1) if question else "")
-        shown = _between(prompt, "in time order:", "Which part")
+        wanted = words(question.group(1) if question else "")
+        shown = between(prompt, "in time order:", "Which part")
         blocks = re.findall(r"^(\d+): (.*?)(?=^\d+: |\Z)", shown, re.M | re.S)
-        scored = [(len(wanted & _words(body)), -int(n), int(n)) for n, body in blocks if n != "0"]
+        scored = [(len(wanted & words(body)), -int(n), int(n)) for n, body in blocks if n != "0"]
         best = max(scored)[2] if scored else 1
         return {"reason": f"part {best} shares the most words", "choice": best}
 
     def _memory_answer(self, prompt: str, request: Request) -> dict[str, Any]:
         question = prompt.rsplit("Question:", 1)[-1].split("Rules:")[0]
-        wanted = _words(question)
+        wanted = words(question)
         best, score = None, 0
-        for n, body in self._message_lines(_between(prompt, "Messages:", "Question:")):
-            overlap = len(wanted & _words(body))
+        for n, body in self._message_lines(between(prompt, "Messages:", "Question:")):
+            overlap = len(wanted & words(body))
             if overlap > score or (overlap == score and overlap and best is not None and n > best[0]):
                 best, score = (n, body), overlap
         if best is None or not wanted or score / len(wanted) < 0.34:
             return {"found": False, "answer": "", "messages": [], "superseded": []}
         # the answer is the message's sentence sharing most words with the question (its first on ties)
         body = best[1].split("): ", 1)[-1]
-        sentence = max(_sentences(body) or [body], key=lambda s: len(wanted & _words(s)))
+        sentence = max(sentences(body) or [body], key=lambda s: len(wanted & words(s)))
         return {"found": True, "answer": sentence[:280], "messages": [best[0]], "superseded": []}
 
     def _memory_agent(self, prompt: str, request: Request) -> dict[str, Any]:
         question = re.search(r"^Question: (.*)$", prompt, flags=re.M)
-        wanted = _words(question.group(1) if question else "")
-        seen = _between(prompt, "What you have seen so far:", "Step ")
+        wanted = words(question.group(1) if question else "")
+        seen = between(prompt, "What you have seen so far:", "Step ")
         lines = self._message_lines(seen)
         if lines:
-            n, body = max(lines, key=lambda x: (len(wanted & _words(x[1])), x[0]))
-            if wanted and len(wanted & _words(body)) / len(wanted) >= 0.34:
+            n, body = max(lines, key=lambda x: (len(wanted & words(x[1])), x[0]))
+            if wanted and len(wanted & words(body)) / len(wanted) >= 0.34:
                 return {"tool": "answer", "answer": body.split("): ", 1)[-1][:280], "messages": [n]}
         read = {(int(a), int(b)) for a, b in re.findall(r"read (\d+)-(\d+)", seen)}
         viewed = set(re.findall(r"view ([0-9a-f]{6,})", seen))
         kids = re.findall(r"^- ([0-9a-f]{6,}) \[(\d+)-(\d+)\] (.*)$", seen, flags=re.M)
-        ranked = sorted(kids, key=lambda k: -len(wanted & _words(k[3])))
+        ranked = sorted(kids, key=lambda k: -len(wanted & words(k[3])))
         for nid, a, b, _ in ranked:
             if "messages" in _ and (int(a), int(b)) not in read:
                 return {"tool": "read", "start": int(a), "end": int(b)}
@@ -286,3 +340,17 @@ class SlowKeywordModel(KeywordModel):
     def reply(self, request: Request) -> dict[str, Any]:
         time.sleep(self.delay)
         return super().reply(request)
+
+
+def keyword_model(spec: ModelSpec) -> KeywordModel:
+    """The `keyword` (or `test`) model string's factory (see `knowtree.llm.registry`)."""
+    return KeywordModel()
+
+
+def slow_model(spec: ModelSpec) -> SlowKeywordModel:
+    """The `slow` / `slow:SECONDS` model string's factory."""
+    try:
+        delay = float(spec.name) if spec.name else 0.05
+    except ValueError:
+        raise ConfigError(f"model {spec.spec!r}: write slow or slow:SECONDS, e.g. slow:0.2") from None
+    return SlowKeywordModel(delay)

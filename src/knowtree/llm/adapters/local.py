@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import ConfigError, ModelCallError
+from knowtree.llm.adapters.model_files import (
+    DEFAULT_LOCAL_MODEL,
+    ensure_local_model,
+    is_default_spec,
+    resolve_gguf,
+)
 from knowtree.llm.base import Completion, Model, Request
-from knowtree.llm.model_files import DEFAULT_LOCAL_MODEL, ensure_local_model, is_default_spec, resolve_gguf
 
 NEEDS_LLAMA_CPP = 'the embedded model needs llama-cpp-python: pip install "knowtree[local]"'
 

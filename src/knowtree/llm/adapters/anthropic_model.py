@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from knowtree.errors import ConfigError, ModelCallError, TransientModelError
+from knowtree.llm.adapters.openai_compat import error_body, parse_retry_after, tool_name
 from knowtree.llm.base import Completion, Model, Request
-from knowtree.llm.openai_compat import error_body, parse_retry_after, tool_name
 
 NEEDS_ANTHROPIC = 'the Anthropic adapter needs the anthropic package: pip install "knowtree[anthropic]"'
 AUTH_FAILED = "authentication failed for the Anthropic API: set ANTHROPIC_API_KEY"

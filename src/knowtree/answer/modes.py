@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.search import Openings, SearchOptions, TreeSearch, cite
-from knowtree.answer.walk import EventSink, Walker, WalkOptions, _State
+from knowtree.answer.walk import EventSink, Walker, WalkOptions
+from knowtree.answer.walk import WalkState as _State
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:

@@ -21,13 +21,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, StrictBool, StrictInt
+from pydantic import StrictBool, StrictInt
 
 from knowtree.answer.evidence import locate, supported
 from knowtree.errors import ModelOutputError
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, narrowed, string
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 CHARS_PER_TOKEN = 4
@@ -44,21 +43,21 @@ class SearchOptions:
     answer: bool = True  # False: retrieval only (benchmarks), no answer call
 
 
-class SearchReply(BaseModel):
+class SearchReply(Reply):
     """The selection reply. `node_list` is required and holds real integers (`true` is not option 1):
     a garbled reply is repaired or fails as `ModelOutputError`, never read as "select nothing"."""
 
-    thinking: str = ""
+    thinking: str = string(300)
     node_list: list[StrictInt]
 
 
-class SourceAnswer(BaseModel):
+class SourceAnswer(Reply):
     """The answer reply: every field required, `found` a real boolean and `source` a real integer."""
 
     found: StrictBool
     source: StrictInt
-    quote: str
-    answer: str
+    quote: str = string(400, ...)
+    answer: str = string(400, ...)
 
 
 @dataclass
@@ -207,27 +206,7 @@ class TreeSearch:
         expert = ""
         if self.options.expert:
             expert = "Expert advice for this kind of question: " + " ".join(self.options.expert) + "\n"
-        prompt = render(
-            "tree_search",
-            summaries_note=" and summaries" if has_summaries else "",
-            max_nodes=self.options.max_nodes,
-            expert=expert,
-            question=question,
-            outline=shown,
-        )
         n = len(rows)
-        schema = {
-            "type": "object",
-            "properties": {
-                "thinking": {"type": "string", "maxLength": 300},
-                "node_list": {
-                    "type": "array",
-                    "items": {"type": "integer", "enum": list(range(n))},
-                    "maxItems": self.options.max_nodes,
-                },
-            },
-            "required": ["thinking", "node_list"],
-        }
 
         def in_range(reply: SearchReply) -> None:
             bad = [i for i in reply.node_list if not 0 <= i < n]
@@ -237,10 +216,18 @@ class TreeSearch:
         started = time.monotonic()
         step = NavStep(action="choose", options=[r[0] for r in rows])
         try:
-            result = self.client.structured(
-                [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-                SearchReply,
-                schema=schema,
+            result = ask(
+                self.client,
+                narrowed(
+                    SearchReply,
+                    node_list={"maxItems": self.options.max_nodes, "items": {"type": "integer", "enum": list(range(n))}},
+                ),
+                "tree_search",
+                summaries_note=" and summaries" if has_summaries else "",
+                max_nodes=self.options.max_nodes,
+                expert=expert,
+                question=question,
+                outline=shown,
                 purpose="search",
                 max_tokens=220,
                 check=in_range,
@@ -325,26 +312,17 @@ class TreeSearch:
             blocks.append(
                 f"[{i}] {file}, {_pages(node)}, {_clip(_title(node), 80)}\n<source>\n{text}\n</source>"
             )
-        prompt = render("search_answer", sources="\n\n".join(blocks), question=question)
         k = len(got.leaves)
-        schema = {
-            "type": "object",
-            "properties": {
-                "found": {"type": "boolean"},
-                "source": {"type": "integer", "enum": list(range(1, k + 1))},
-                "quote": {"type": "string", "maxLength": 400},
-                "answer": {"type": "string", "maxLength": 400},
-            },
-            "required": ["found", "source", "quote", "answer"],
-        }
         started = time.monotonic()
         where = "; ".join(f"[{i}] {_pages(self.nodes[leaf])}" for i, leaf in enumerate(got.leaves, 1))
         step = NavStep(action="read", source=where, options=list(got.leaves))
         try:
-            result = self.client.structured(
-                [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-                SourceAnswer,
-                schema=schema,
+            result = ask(
+                self.client,
+                narrowed(SourceAnswer, source={"enum": list(range(1, k + 1))}),
+                "search_answer",
+                sources="\n\n".join(blocks),
+                question=question,
                 purpose="search_answer",
                 max_tokens=400,
             )

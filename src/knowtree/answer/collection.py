@@ -56,7 +56,9 @@ def filter_reply(fields: dict[str, list[str]]) -> type[BaseModel]:
     key = tuple((k, tuple(v)) for k, v in fields.items())
     if key not in _FILTERS:
         _FILTERS[key] = create_model(  # type: ignore[call-overload]
-            "MetaFilter", __base__=Reply, **{k: (str, one_of(["", *v], default="")) for k, v in fields.items()}
+            "MetaFilter",
+            __base__=Reply,
+            **{k: (str, one_of(["", *v], default="")) for k, v in fields.items()},
         )
     return _FILTERS[key]
 
@@ -111,6 +113,7 @@ def select_documents(
 def by_description(question: str, infos: list[DocInfo], client: LLMClient, *, max_docs: int) -> Selection:
     shown = "\n".join(f"[{k}] {_label(i)}" for k, i in enumerate(infos))
     n = len(infos)
+
     def check(reply: Pick) -> None:
         if not reply.docs or any(not 0 <= d < n for d in reply.docs):
             raise ValueError(f"docs must hold 1 to {max_docs} numbers from 0 to {n - 1}")

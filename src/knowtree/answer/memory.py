@@ -45,7 +45,6 @@ class MemoryOptions:
     hybrid: bool = True  # fill the budget with the best hybrid-scored messages after the tree's own
 
 
-
 class MemoryNavigator(MemoryReading):
     def __init__(
         self,

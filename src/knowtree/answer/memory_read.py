@@ -38,10 +38,9 @@ class Retrieval:
     usage: Usage = field(default_factory=Usage)
 
     def tokens(self, nodes: dict[str, Node]) -> int:
-        return sum(
-            approx_tokens(p.text) for m in self.messages for p in self.passages.get(m, [])
-        ) or sum(approx_tokens(nodes[m].text) for m in self.messages)
-
+        return sum(approx_tokens(p.text) for m in self.messages for p in self.passages.get(m, [])) or sum(
+            approx_tokens(nodes[m].text) for m in self.messages
+        )
 
 
 class AnswerStream:
@@ -86,7 +85,6 @@ _ANSWER_START = re.compile(r'"answer"\s*:\s*"')
 _FOUND_TRUE = re.compile(r'"found"\s*:\s*true')
 
 
-
 class MemoryReading:
     """The answering half of `MemoryNavigator` (which sets these attributes)."""
 
@@ -103,7 +101,6 @@ class MemoryReading:
         def _step(
             self, r: Retrieval, step: NavStep, usage: Usage | None = None, started: float | None = None
         ) -> None: ...
-
 
     def _answer_call(self, **values: object) -> CallResult[MemoryReply]:
         """The one answer request (streamed when a token sink is set); callers handle its failure."""

@@ -27,6 +27,7 @@ from knowtree.answer.evidence import locate, supported
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import Reply, ask, narrowed, string
+from knowtree.text import clip
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 CHARS_PER_TOKEN = 4
@@ -92,11 +93,6 @@ def _title(node: Node) -> str:
     return node.meta.title or (" ".join(node.meta.summary.split())[:80] or node.id)
 
 
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
-
-
 class TreeSearch:
     def __init__(
         self,
@@ -157,9 +153,9 @@ class TreeSearch:
 
     def _line(self, i: int, nid: str, depth: int) -> str:
         node = self.nodes[nid]
-        line = f"{'  ' * depth}[{i}] {_clip(self.openings.title(node), 100)} ({_pages(node)})"
+        line = f"{'  ' * depth}[{i}] {clip(self.openings.title(node), 100)} ({_pages(node)})"
         if node.meta.summary and node.meta.title:
-            line += f": {_clip(node.meta.summary, self.options.summary_chars)}"
+            line += f": {clip(node.meta.summary, self.options.summary_chars)}"
         return line
 
     def _fit_depth(self, tops: list[str]) -> int | None:
@@ -220,7 +216,10 @@ class TreeSearch:
                 self.client,
                 narrowed(
                     SearchReply,
-                    node_list={"maxItems": self.options.max_nodes, "items": {"type": "integer", "enum": list(range(n))}},
+                    node_list={
+                        "maxItems": self.options.max_nodes,
+                        "items": {"type": "integer", "enum": list(range(n))},
+                    },
                 ),
                 "tree_search",
                 summaries_note=" and summaries" if has_summaries else "",
@@ -310,7 +309,7 @@ class TreeSearch:
             file = node.spans[0].file if node.spans else ""
             text = node.text[:budget]
             blocks.append(
-                f"[{i}] {file}, {_pages(node)}, {_clip(_title(node), 80)}\n<source>\n{text}\n</source>"
+                f"[{i}] {file}, {_pages(node)}, {clip(_title(node), 80)}\n<source>\n{text}\n</source>"
             )
         k = len(got.leaves)
         started = time.monotonic()
@@ -349,7 +348,7 @@ class TreeSearch:
             ok, why_i = supported(reply.quote, reply.answer, question, leaf.text)
             if ok:
                 step.node_id, step.choice = leaf.id, leaf.id
-                step.reason = _clip(reply.answer, 120)
+                step.reason = clip(reply.answer, 120)
                 step.outcome = f"complete (source {i + 1}, {_pages(leaf)})"
                 self._step(step)
                 citation = cite(leaf, reply.quote)
@@ -373,7 +372,7 @@ class TreeSearch:
                 why = why_i
         # an answer whose evidence did not verify is reported as such, never as complete
         step.outcome = f"rejected: {why}"
-        step.reason = _clip(reply.answer, 120)
+        step.reason = clip(reply.answer, 120)
         self._step(step)
         leaf = self.nodes[got.leaves[named]]
         return Answer(
@@ -413,7 +412,7 @@ class Openings:
         lines = [ln.strip() for ln in node.text.splitlines() if ln.strip() and ln.strip() != "\f"]
         if lines and self._header and lines[0] == self._header:
             lines = lines[1:]
-        return _clip(" ".join(lines), 70)
+        return clip(" ".join(lines), 70)
 
 
 def _first_line(text: str) -> str:

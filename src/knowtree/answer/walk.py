@@ -13,6 +13,9 @@ The walk (Knowledge Tree's multi-attempt search with MemWalker's working memory)
 4. Tried leaves are removed; an exhausted branch is removed; the next attempt starts again from the
    root (unchanged choices come back from the cache). After `max_branch_attempts` attempts the best
    partial answer is returned, marked partial, or "none" when nothing verified was found.
+
+What a walk keeps and the answer made from it (citations, combining parts) are in
+`knowtree.answer.walk_result`; the shapes of the model's replies in `knowtree.answer.replies`.
 """
 
 from __future__ import annotations
@@ -107,7 +110,6 @@ class Walker(WalkRecord):
                     ),
                 )
         return self._finish(question, state)
-
 
     # -- steps ---------------------------------------------------------------------------------
     def _decompose(self, question: str, state: WalkState) -> list[str]:
@@ -207,7 +209,8 @@ class Walker(WalkRecord):
             )
         else:
             shown = "\n".join(
-                f"Option {i}:\nSummary: {clip(self.nodes[o].meta.summary, 300)}" for i, o in enumerate(options)
+                f"Option {i}:\nSummary: {clip(self.nodes[o].meta.summary, 300)}"
+                for i, o in enumerate(options)
             )
         here = ""
         if node.id != self.root.id:  # where we are: the collection, then this branch
@@ -306,7 +309,9 @@ class Walker(WalkRecord):
                 outcomes.append(f"{key}: not in this text")
                 continue
             if self.options.verify:
-                ok, why = supported(part.quote, part.answer, state.parts[i], leaf.text, whole_question=question)
+                ok, why = supported(
+                    part.quote, part.answer, state.parts[i], leaf.text, whole_question=question
+                )
             else:
                 ok, why = bool(part.answer.strip()), "empty answer"
             if ok:

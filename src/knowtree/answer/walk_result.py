@@ -62,7 +62,9 @@ class WalkRecord:
         if isinstance(exc.usage, Usage):
             state.usage.add(exc.usage)
 
-    def _usage_step(self, state: WalkState, step: NavStep, usage: Usage, cached: bool, started: float) -> None:
+    def _usage_step(
+        self, state: WalkState, step: NavStep, usage: Usage, cached: bool, started: float
+    ) -> None:
         step.tokens = usage.input_tokens + usage.output_tokens
         step.cached = cached
         step.latency_s = round(time.monotonic() - started, 3)

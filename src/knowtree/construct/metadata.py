@@ -59,7 +59,9 @@ def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple
         hint = "1-3 short labels (1-3 words each) for what kind of text this is: its genre or format."
     else:
         hint = "1-3 of these types (a new type only if none fits): " + "; ".join(taxonomy)
-    result = ask(client, LeafReply, "leaf_meta", types_hint=hint, text=text, purpose="leaf_meta", max_tokens=700)
+    result = ask(
+        client, LeafReply, "leaf_meta", types_hint=hint, text=text, purpose="leaf_meta", max_tokens=700
+    )
     reply = result.value
     types, unlisted = normalize_types(reply.content_types, taxonomy)
     meta = NodeMeta(
@@ -95,7 +97,13 @@ def merge_ranked(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
 def synthesize_branch(client: LLMClient, children: Sequence[NodeMeta]) -> tuple[NodeMeta, Usage]:
     shown = "\n".join(f"Part {i + 1}:\n{format_meta(m)}" for i, m in enumerate(children))
     result = ask(
-        client, BranchReply, "branch_meta", count=len(children), children=shown, purpose="branch_meta", max_tokens=700
+        client,
+        BranchReply,
+        "branch_meta",
+        count=len(children),
+        children=shown,
+        purpose="branch_meta",
+        max_tokens=700,
     )
     reply = result.value
     meta = NodeMeta(

@@ -50,8 +50,16 @@ class Reply(BaseModel):
 
 # -- field constraints (schema only) ------------------------------------------------------------
 def string(max_chars: int, default: Any = "", **kwargs: Any) -> Any:
-    """A string field the schema caps at `max_chars` characters (pass `...` as default: required)."""
-    return Field(default, json_schema_extra={"maxLength": max_chars}, **kwargs)
+    """A string field the schema caps at `max_chars` characters (pass `...` as default: required).
+
+    A `min_length` is checked by validation only: the schema shows the cap alone, as the schemas
+    written by hand before did, so a constrained model decodes exactly as it did then."""
+
+    def cap(schema: dict[str, Any]) -> None:
+        schema.pop("minLength", None)
+        schema["maxLength"] = max_chars
+
+    return Field(default, json_schema_extra=cap, **kwargs)
 
 
 def strings(max_items: int, max_chars: int) -> Any:
@@ -111,15 +119,17 @@ def narrowed(model: type[M], **fields: dict[str, Any] | Any) -> type[M]:
 
     A dict value is merged into that field's schema (`choice={"enum": [0, 1, 2]}`); any other value
     replaces the field's type (`sections=list[narrowed(Section, page={"enum": pages})]`). Cached."""
-    key = (model, *sorted((k, json.dumps(v, sort_keys=True) if isinstance(v, dict) else v) for k, v in fields.items()))
+    key = (
+        model,
+        *sorted((k, json.dumps(v, sort_keys=True) if isinstance(v, dict) else v) for k, v in fields.items()),
+    )
     if key not in _NARROWED:
         definitions: dict[str, Any] = {}
         for name, value in fields.items():
             info = copy.copy(model.model_fields[name])
             annotation = info.annotation
             if isinstance(value, dict):
-                extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-                info.json_schema_extra = {**extra, **value}
+                info.json_schema_extra = _merged(info.json_schema_extra, value)
             else:
                 annotation = value
             definitions[name] = (annotation, info)
@@ -129,18 +139,31 @@ def narrowed(model: type[M], **fields: dict[str, Any] | Any) -> type[M]:
     return _NARROWED[key]  # type: ignore[return-value]
 
 
+def _merged(extra: Any, more: dict[str, Any]) -> Any:
+    """A field's `json_schema_extra` (a dict, a function or None) with `more` applied after it."""
+    if not callable(extra):
+        return {**(extra or {}), **more}
+
+    def both(schema: dict[str, Any]) -> None:
+        extra(schema)
+        schema.update(more)
+
+    return both
+
+
 # -- the schema ---------------------------------------------------------------------------------
-_NOISE = ("title", "description", "default")  # documentation a decoder does not need
+_NOISE = ("title", "default")  # generated documentation a decoder does not need
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
-    """The schema with every `$ref` replaced by its definition and nested titles/defaults dropped."""
+    """The schema with every `$ref` replaced by its definition and titles/defaults dropped; a field's
+    own description stays (it guides the model), a class docstring does not (it documents code)."""
     if isinstance(node, list):
         return [_inline(x, defs) for x in node]
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
-        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        target = {k: v for k, v in defs[node["$ref"].rsplit("/", 1)[-1]].items() if k != "description"}
         node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
     out: dict[str, Any] = {}
     for key, value in node.items():
@@ -157,6 +180,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 def _schema(model: type[BaseModel]) -> str:
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
+    raw.pop("description", None)
     schema = _inline(raw, defs)
     schema["title"] = model.__name__  # the reply's name stays: fakes and logs tell replies apart by it
     return json.dumps(schema)

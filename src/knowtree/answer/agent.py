@@ -119,7 +119,7 @@ class MemoryAgent:
             except ModelOutputError as exc:
                 if isinstance(exc.usage, Usage):
                     total.usage.add(exc.usage)
-                self.nav._step(total, NavStep(action="choose", error=str(exc), outcome="invalid tool call"))
+                self.nav.record(total, NavStep(action="choose", error=str(exc), outcome="invalid tool call"))
                 continue
             act = result.value
             if act.tool == "view":
@@ -136,16 +136,16 @@ class MemoryAgent:
                     outcome=out[:120],
                 )
             else:
-                self.nav._step(total, NavStep(action="combine", outcome="answer"), result.usage, started)
+                self.nav.record(total, NavStep(action="combine", outcome="answer"), result.usage, started)
                 if not act.answer.strip():
                     break
                 reply = MemoryReply(found=True, answer=act.answer, messages=act.messages, superseded=[])
                 if not read:
                     return self._none(question, total, "answered without reading any message")
-                return self.nav._finish(question, reply, read, total)
-            self.nav._step(total, step, result.usage, started)
+                return self.nav.finish(question, reply, read, total)
+            self.nav.record(total, step, result.usage, started)
         return self._none(question, total, f"no answer within {self.max_steps} steps")
 
     def _none(self, question: str, total: Retrieval, why: str) -> Answer:
-        self.nav._step(total, NavStep(action="exhausted", outcome=why))
+        self.nav.record(total, NavStep(action="exhausted", outcome=why))
         return Answer(question=question, answer=None, status="none", trace=total.trace, usage=total.usage)

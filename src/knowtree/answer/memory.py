@@ -72,9 +72,10 @@ class MemoryNavigator(MemoryReading):
         self.parent = {c: n.id for n in nodes.values() for c in n.children}
 
     # -- helpers -------------------------------------------------------------------------------
-    def _step(
+    def record(
         self, r: Retrieval, step: NavStep, usage: Usage | None = None, started: float | None = None
     ) -> None:
+        """Add a step to the trace (with what its call cost and took) and report it to `on_step`."""
         if usage is not None:
             step.tokens = usage.input_tokens + usage.output_tokens
             step.cached = usage.cached > 0 and usage.calls == 0
@@ -132,11 +133,11 @@ class MemoryNavigator(MemoryReading):
         r = Retrieval()
         scores = self.scorer.scores(question)
         if self.scorer.error:
-            self._step(r, NavStep(action="decompose", outcome="hybrid search", error=self.scorer.error))
+            self.record(r, NavStep(action="decompose", outcome="hybrid search", error=self.scorer.error))
         agg = self._aggregate(scores)
         topic = self._descend(question, r, scores, agg, set(tried or ()), allow_stop=allow_stop)
         if topic is None:
-            self._step(r, NavStep(action="exhausted", outcome="every topic has been tried"))
+            self.record(r, NavStep(action="exhausted", outcome="every topic has been tried"))
         elif r.summary_stop:
             return r
         else:
@@ -169,7 +170,7 @@ class MemoryNavigator(MemoryReading):
                 return node.id
             if len(kids) == 1:
                 choice = kids[0]
-                self._step(
+                self.record(
                     r,
                     NavStep(
                         action="choose",
@@ -240,17 +241,17 @@ class MemoryNavigator(MemoryReading):
             step.choice, step.error, step.reason = best, str(exc), "fallback: best hybrid search score"
             if isinstance(exc.usage, Usage):
                 r.usage.add(exc.usage)
-            self._step(r, step, started=started)
+            self.record(r, step, started=started)
             return best
         reply = result.value
         step.reason = reply.reason
         if reply.choice == 0:
             step.outcome = "the summaries answer the question: stopping at this resolution"
-            self._step(r, step, result.usage, started)
+            self.record(r, step, result.usage, started)
             r.summary_stop = node.id
             return ""
         step.choice = kids[reply.choice - 1]
-        self._step(r, step, result.usage, started)
+        self.record(r, step, result.usage, started)
         return step.choice
 
     def _closest(self, leaf: str, scores: dict[str, float]) -> str:
@@ -283,10 +284,10 @@ class MemoryNavigator(MemoryReading):
         for attempt in range(self.options.max_attempts):
             reply = self._read(question, r.messages, total, r.passages)
             if reply is not None and reply.found and reply.answer.strip():
-                return self._finish(question, reply, r.messages, total, r.passages)
+                return self.finish(question, reply, r.messages, total, r.passages)
             if attempt + 1 >= self.options.max_attempts or not r.topics:
                 break
-            self._step(
+            self.record(
                 total,
                 NavStep(
                     action="backtrack",

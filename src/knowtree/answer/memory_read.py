@@ -2,7 +2,7 @@
 
 `MemoryReading` is mixed into `knowtree.answer.memory.MemoryNavigator` (which walks the topic tree
 and holds the nodes, passages and client): one answer call over the passages read (`_read`), the
-answer checked against the messages it cites (`_finish`), citations down to the passage, and the
+answer checked against the messages it cites (`finish`), citations down to the passage, and the
 answer from topic summaries when the walk stopped above the messages. `AnswerStream` shows the answer
 while it is generated.
 """
@@ -98,7 +98,7 @@ class MemoryReading:
 
     if TYPE_CHECKING:
 
-        def _step(
+        def record(
             self, r: Retrieval, step: NavStep, usage: Usage | None = None, started: float | None = None
         ) -> None: ...
 
@@ -156,15 +156,15 @@ class MemoryReading:
             if isinstance(exc.usage, Usage):
                 total.usage.add(exc.usage)
             step.error, step.outcome = str(exc), "no usable reply: treated as no answer"
-            self._step(total, step, started=started)
+            self.record(total, step, started=started)
             return None
         reply = result.value
         step.reason = clip(reply.answer, 200)
         step.outcome = "found" if reply.found else "not in these messages"
-        self._step(total, step, result.usage, started)
+        self.record(total, step, result.usage, started)
         return reply
 
-    def _finish(
+    def finish(
         self,
         question: str,
         reply: MemoryReply,
@@ -181,7 +181,7 @@ class MemoryReading:
             # what was read
             status = "partial"
             text += " [unverified: the reply cited no message that was shown]"
-            self._step(
+            self.record(
                 total,
                 NavStep(
                     action="combine",
@@ -281,7 +281,7 @@ class MemoryReading:
             )
         except ModelOutputError as exc:
             step.error = str(exc)
-            self._step(total, step, started=started)
+            self.record(total, step, started=started)
             return None
         reply = result.value
         starts = {k.spans[0].line_start: k for k in kids}
@@ -293,7 +293,7 @@ class MemoryReading:
         step.outcome = "answered from summaries" if ok else "summaries do not answer it: descending"
         if reply.found and used and not grounded:
             step.error = f"answer {reply.answer!r} is not in the cited summaries"
-        self._step(total, step, result.usage, started)
+        self.record(total, step, result.usage, started)
         if not ok:
             return None
         citations = []

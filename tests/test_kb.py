@@ -16,9 +16,9 @@ import knowtree
 from knowtree.answer.kb import hybrid_retrieve
 from knowtree.cli.app import app
 from knowtree.construct.kb import cluster
-from knowtree.construct.kb.metadata import compare, keyword_metadata, metadata_model
 from knowtree.errors import InputError, UserError
 from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
+from knowtree.ingest.kb_metadata import compare, keyword_metadata, metadata_model
 from knowtree.llm.base import Request
 from knowtree.retrieve import Passage
 from knowtree.retrieve.kbindex import KBIndexes

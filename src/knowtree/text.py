@@ -193,3 +193,28 @@ def human_range(times: Sequence[str]) -> str:
     a, b = times[0][:10], times[-1][:10]
     first = human_time(times[0]).split(",")[0]
     return first if a == b else f"{first} – {human_time(times[-1]).split(',')[0]}"
+
+
+def quote_score(quote: str, text: str) -> float:
+    """How much of the quote appears, in one stretch, in the text: 1.0 exact, 0.0 not at all."""
+    from collections import Counter  # here: this helper was appended, the imports above are shared
+
+    q = words(quote)
+    if not q:
+        return 0.0
+    t = words(text)
+    if f" {' '.join(q)} " in f" {' '.join(t)} ":
+        return 1.0
+    m = len(q)
+    if m < 4 or len(t) < m:
+        return 0.0  # a very short quote must match exactly
+    need = Counter(q)
+    window = Counter(t[:m])
+    best = sum((need & window).values())
+    for i in range(m, len(t)):
+        window[t[i]] += 1
+        window[t[i - m]] -= 1
+        if window[t[i - m]] == 0:
+            del window[t[i - m]]
+        best = max(best, sum((need & window).values()))
+    return best / m

@@ -8,36 +8,12 @@ really in the text and the answer's new words (those not already in the question
 from __future__ import annotations
 
 import re
-from collections import Counter
 
-from knowtree.text import STOPWORDS, WORD, stem, words
+from knowtree.text import STOPWORDS, WORD, quote_score, stem, words
 
 
 def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS and (len(w) > 2 or w.isdigit())]
-
-
-def quote_score(quote: str, text: str) -> float:
-    """How much of the quote appears, in one stretch, in the text: 1.0 exact, 0.0 not at all."""
-    q = words(quote)
-    if not q:
-        return 0.0
-    t = words(text)
-    if f" {' '.join(q)} " in f" {' '.join(t)} ":
-        return 1.0
-    m = len(q)
-    if m < 4 or len(t) < m:
-        return 0.0  # a very short quote must match exactly
-    need = Counter(q)
-    window = Counter(t[:m])
-    best = sum((need & window).values())
-    for i in range(m, len(t)):
-        window[t[i]] += 1
-        window[t[i - m]] -= 1
-        if window[t[i - m]] == 0:
-            del window[t[i - m]]
-        best = max(best, sum((need & window).values()))
-    return best / m
 
 
 def grounded_share(answer: str, question: str, text: str) -> float:

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowtree.construct.kb.metadata import compare, describe, keyword_metadata, metadata_model, normalize
 from knowtree.errors import ModelOutputError
 from knowtree.ingest.kb_inputs import AttributeConfig
+from knowtree.ingest.kb_metadata import compare, describe, keyword_metadata, metadata_model, normalize
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
 from knowtree.retrieve.kbindex import KBIndexes

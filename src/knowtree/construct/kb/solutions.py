@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.answer.evidence import quote_score
-from knowtree.construct.kb.metadata import show
 from knowtree.ingest.kb_inputs import Rule
+from knowtree.ingest.kb_metadata import show
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBChunk, KBIssue
+from knowtree.text import quote_score
 
 TOP_K = 5
 CHUNK_SHOWN = 700

@@ -23,14 +23,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.construct.kb.metadata import (
+from knowtree.ingest.kb_inputs import ANY, AttributeConfig
+from knowtree.ingest.kb_metadata import (
     describe,
     keyword_metadata,
     metadata_model,
     normalize,
     variants_model,
 )
-from knowtree.ingest.kb_inputs import ANY, AttributeConfig
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
 from knowtree.store.kb import KBIssue

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import StrictInt, ValidationError
 
-from knowtree.answer.replies import Choice, read_reply
+from knowtree.answer.replies import Choice, Combined, read_reply
 from knowtree.construct.metadata import LeafReply
 from knowtree.construct.toc import TocEntry, TocReply, structure_reply
 from knowtree.errors import ModelOutputError
@@ -131,8 +131,6 @@ def test_narrowed_keeps_the_name_and_the_validators_and_is_cached() -> None:
 
 def test_ask_sends_the_system_message_the_template_and_the_derived_schema() -> None:
     model = FunctionModel(lambda r: {"answer": "Lisbon"})
-    from knowtree.answer.replies import Combined
-
     result = ask(
         LLMClient(model),
         Combined,

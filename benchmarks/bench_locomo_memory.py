@@ -32,10 +32,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from knowtree.answer.memory import ANSWER_SCHEMA, _Reply, approx_tokens
+from knowtree.answer.passages import approx_tokens
+from knowtree.answer.replies import MemoryReply
 from knowtree.core import KnowTree
-from knowtree.llm.base import Message
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree_eval.datasets import load_locomo
 from knowtree_eval.judge import judge_answer
@@ -178,11 +178,13 @@ def main(argv: list[str] | None = None) -> int:
                 "correct": judge_answer(client, c.question, c.answer or "", a.answer).correct,
             }
             if fits:
-                prompt = render("memory_answer", context="", messages=lines, question=c.question)
-                res = client.structured(
-                    [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-                    _Reply,
-                    schema=ANSWER_SCHEMA,
+                res = ask(
+                    client,
+                    MemoryReply,
+                    "memory_answer",
+                    context="",
+                    messages=lines,
+                    question=c.question,
                     purpose="memory_answer",
                     max_tokens=220,
                 )

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import knowtree
-from knowtree.answer.walk import Walker, WalkOptions, _State
+from knowtree.answer.walk import Walker, WalkOptions, WalkState
 from knowtree.llm.client import LLMClient
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
@@ -111,7 +111,7 @@ def main() -> int:
     nav = []
     t0 = time.monotonic()
     for question, expected in NAV_CASES:
-        state = _State(parts=[question])
+        state = WalkState(parts=[question])
         chosen = walker._choose(root, root.children, question, state)
         got = root.children.index(chosen)
         nav.append(

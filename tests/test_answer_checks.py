@@ -9,7 +9,9 @@ from knowtree.answer.evidence import (
     relevant_context,
     supported,
 )
-from knowtree.answer.walk import Walker, WalkOptions, _option_letter, _option_text
+from knowtree.answer.evidence import option_letter as _option_letter
+from knowtree.answer.evidence import option_text as _option_text
+from knowtree.answer.walk import Walker, WalkOptions
 from knowtree.llm.client import LLMClient
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span

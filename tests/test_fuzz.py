@@ -31,10 +31,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from knowtree.answer.memory import ANSWER_SCHEMA, _Choice, _Reply
+from knowtree.answer.replies import ANSWER_SCHEMA
+from knowtree.answer.replies import Choice as _Choice
+from knowtree.answer.replies import MemoryReply as _Reply
 from knowtree.answer.search import SearchReply, SourceAnswer
-from knowtree.construct.conversation import MERGE_SCHEMA, MergeReply, TopicReply, topic_schema
 from knowtree.construct.metadata import BRANCH_SCHEMA, LEAF_SCHEMA, BranchReply, LeafReply
+from knowtree.construct.topic_calls import MERGE_SCHEMA, MergeReply, TopicReply, topic_schema
 from knowtree.core import KnowTree
 from knowtree.errors import InputError, KnowtreeError, ModelOutputError
 from knowtree.ingest.chat import ROLES, load_chat

@@ -17,41 +17,30 @@ costs a step, never becomes an answer.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from knowtree.answer.evidence import lexical_score
-from knowtree.answer.memory import MemoryNavigator, Retrieval, _Reply, _system
-from knowtree.construct.conversation import message_line
+from knowtree.answer.memory import MemoryNavigator, Retrieval
+from knowtree.answer.replies import MemoryReply
 from knowtree.errors import ModelOutputError
-from knowtree.llm.base import Message
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask, at_most, string
+from knowtree.prompts.show import message_line
 from knowtree.text import clip, human_range
 from knowtree.types import Answer, NavStep, Usage
 
 
-class _Action(BaseModel):
+class Action(BaseModel):
+    """One step of the agent: a tool and its arguments (only `tool` is required)."""
+
     tool: Literal["view", "read", "answer"]
-    node: str = ""
+    node: str = string(20)
     start: int = 0
     end: int = 0
-    answer: str = ""
-    messages: list[int] = Field(default_factory=list)
+    answer: str = string(300)
+    messages: list[int] = at_most(6, list)
 
-
-ACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "tool": {"type": "string", "enum": ["view", "read", "answer"]},
-        "node": {"type": "string", "maxLength": 20},
-        "start": {"type": "integer"},
-        "end": {"type": "integer"},
-        "answer": {"type": "string", "maxLength": 300},
-        "messages": {"type": "array", "items": {"type": "integer"}, "maxItems": 6},
-    },
-    "required": ["tool"],
-}
 
 ID_CHARS = 8  # node ids are shown (and accepted) by their first characters
 PASSAGES_PER_READ = 2  # of a long message, the passages a `read` shows (those closest to the question)
@@ -113,27 +102,24 @@ class MemoryAgent:
         client = self.nav.client
         assert client is not None
         for step_no in range(1, self.max_steps + 1):
-            prompt = render(
-                "memory_agent",
-                steps=self.max_steps,
-                max_read=self.max_read,
-                question=question,
-                seen="\n\n".join(seen)[-6000:],
-                step=step_no,
-            )
             started = time.monotonic()
             try:
-                result = client.structured(
-                    [_system(), Message(role="user", content=prompt)],
-                    _Action,
-                    schema=ACTION_SCHEMA,
+                result = ask(
+                    client,
+                    Action,
+                    "memory_agent",
+                    steps=self.max_steps,
+                    max_read=self.max_read,
+                    question=question,
+                    seen="\n\n".join(seen)[-6000:],
+                    step=step_no,
                     purpose="memory_agent",
                     max_tokens=200,
                 )
             except ModelOutputError as exc:
                 if isinstance(exc.usage, Usage):
                     total.usage.add(exc.usage)
-                self.nav._step(total, NavStep(action="choose", error=str(exc), outcome="invalid tool call"))
+                self.nav.record(total, NavStep(action="choose", error=str(exc), outcome="invalid tool call"))
                 continue
             act = result.value
             if act.tool == "view":
@@ -150,16 +136,16 @@ class MemoryAgent:
                     outcome=out[:120],
                 )
             else:
-                self.nav._step(total, NavStep(action="combine", outcome="answer"), result.usage, started)
+                self.nav.record(total, NavStep(action="combine", outcome="answer"), result.usage, started)
                 if not act.answer.strip():
                     break
-                reply = _Reply(found=True, answer=act.answer, messages=act.messages, superseded=[])
+                reply = MemoryReply(found=True, answer=act.answer, messages=act.messages, superseded=[])
                 if not read:
                     return self._none(question, total, "answered without reading any message")
-                return self.nav._finish(question, reply, read, total)
-            self.nav._step(total, step, result.usage, started)
+                return self.nav.finish(question, reply, read, total)
+            self.nav.record(total, step, result.usage, started)
         return self._none(question, total, f"no answer within {self.max_steps} steps")
 
     def _none(self, question: str, total: Retrieval, why: str) -> Answer:
-        self.nav._step(total, NavStep(action="exhausted", outcome=why))
+        self.nav.record(total, NavStep(action="exhausted", outcome=why))
         return Answer(question=question, answer=None, status="none", trace=total.trace, usage=total.usage)

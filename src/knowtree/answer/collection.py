@@ -20,14 +20,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, StrictInt, create_model
 
 from knowtree.errors import ModelOutputError
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, narrowed, one_of, string
 from knowtree.store.docinfo import DocInfo
 from knowtree.types import NavStep, Node, Usage
 
@@ -43,13 +41,26 @@ class Selection:
     usage: Usage
 
 
-class _Pick(BaseModel):
-    thinking: str = ""
+class Pick(Reply):
+    """The documents picked from the numbered descriptions (numbers and count limited per call)."""
+
+    thinking: str = string(240)
     docs: list[StrictInt]
 
 
-def _system() -> Message:
-    return Message(role="system", content=render("system"))
+_FILTERS: dict[tuple[tuple[str, tuple[str, ...]], ...], type[BaseModel]] = {}
+
+
+def filter_reply(fields: dict[str, list[str]]) -> type[BaseModel]:
+    """The metadata filter reply: one field per metadata key, "" or one of the values the documents hold."""
+    key = tuple((k, tuple(v)) for k, v in fields.items())
+    if key not in _FILTERS:
+        _FILTERS[key] = create_model(  # type: ignore[call-overload]
+            "MetaFilter",
+            __base__=Reply,
+            **{k: (str, one_of(["", *v], default="")) for k, v in fields.items()},
+        )
+    return _FILTERS[key]
 
 
 def _label(i: DocInfo) -> str:
@@ -102,31 +113,21 @@ def select_documents(
 def by_description(question: str, infos: list[DocInfo], client: LLMClient, *, max_docs: int) -> Selection:
     shown = "\n".join(f"[{k}] {_label(i)}" for k, i in enumerate(infos))
     n = len(infos)
-    schema = {
-        "type": "object",
-        "properties": {
-            "thinking": {"type": "string", "maxLength": 240},
-            "docs": {
-                "type": "array",
-                "items": {"type": "integer", "enum": list(range(n))},
-                "maxItems": max_docs,
-            },
-        },
-        "required": ["thinking", "docs"],
-    }
 
-    def check(reply: _Pick) -> None:
+    def check(reply: Pick) -> None:
         if not reply.docs or any(not 0 <= d < n for d in reply.docs):
             raise ValueError(f"docs must hold 1 to {max_docs} numbers from 0 to {n - 1}")
 
-    prompt = render("collection_pick", max_docs=max_docs, question=question, documents=shown)
     step = NavStep(action="choose", options=[i.node_id for i in infos])
     started = time.monotonic()
     try:
-        result = client.structured(
-            [_system(), Message(role="user", content=prompt)],
-            _Pick,
-            schema=schema,
+        result = ask(
+            client,
+            narrowed(Pick, docs={"maxItems": max_docs, "items": {"type": "integer", "enum": list(range(n))}}),
+            "collection_pick",
+            max_docs=max_docs,
+            question=question,
+            documents=shown,
             purpose="collection",
             max_tokens=200,
             check=check,
@@ -163,21 +164,14 @@ def by_metadata(question: str, infos: list[DocInfo], client: LLMClient, *, max_d
         step.outcome = "metadata: the documents have none"
         return Selection([], "metadata", step, Usage())
     shown = "\n".join(f"- {k}: " + " | ".join(v) for k, v in fields.items())
-    model: type[BaseModel] = create_model("MetaFilter", **{k: (str, "") for k in fields})  # type: ignore[call-overload]
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {k: {"type": "string", "enum": ["", *v]} for k, v in fields.items()},
-        "required": list(fields),
-    }
     started = time.monotonic()
     try:
-        result = client.structured(
-            [
-                _system(),
-                Message(role="user", content=render("collection_filter", fields=shown, question=question)),
-            ],
-            model,
-            schema=schema,
+        result = ask(
+            client,
+            filter_reply(fields),
+            "collection_filter",
+            fields=shown,
+            question=question,
             purpose="collection_filter",
             max_tokens=120,
         )

@@ -176,3 +176,30 @@ def lexical_score(question: str, text: str) -> float:
         return 0.0
     t = set(stem(w) for w in content_words(text))
     return len(q & t) / len(q)
+
+
+def option_letter(answer: str, question: str = "") -> str | None:
+    """The option an answer picks: by its letter, else by the option text it repeats."""
+    m = re.match(r"\s*\(?([A-D])(?:[).:]|\s*$)", answer) or re.search(
+        r"\(([A-D])\)|\boption ([A-D])\b", answer
+    )
+    if m:
+        return next((g for g in m.groups() if g), None)
+    said = set(content_words(answer))
+    best, score = None, 0.5
+    for letter in "ABCD":
+        option = set(content_words(option_text(question, letter)))
+        if option and jaccard(said, option) > score:
+            best, score = letter, jaccard(said, option)
+    return best
+
+
+def option_text(question: str, letter: str) -> str:
+    """The text of option `letter` in a multiple-choice question ("" when it has none)."""
+    m = re.search(rf"\(?\b{letter}[).:]\s*(.*?)(?=\s*\(?\b[A-D][).:]\s|\s*Answer with|$)", question, re.S)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Shared words over all words (1.0 for two empty sets)."""
+    return len(a & b) / len(a | b) if a | b else 1.0

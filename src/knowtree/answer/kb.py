@@ -24,9 +24,8 @@ from typing import Any
 from knowtree.errors import ModelOutputError
 from knowtree.ingest.kb_attributes import compare, describe, keyword_metadata, metadata_model, normalize
 from knowtree.ingest.kb_inputs import AttributeConfig
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBIssue
 
@@ -90,14 +89,14 @@ def query_metadata(
         trace.append({"step": "metadata", "how": "keywords", "metadata": meta})
         return meta
     model = metadata_model(config, name="QueryMetadata")
-    prompt = render(
-        "kb_query_meta", domain=config.domain or "general", attributes=describe(config), query=query
-    )
     try:
-        reply = client.structured(
-            [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
+        reply = ask(
+            client,
             model,
-            schema=model.model_json_schema(),
+            "kb_query_meta",
+            domain=config.domain or "general",
+            attributes=describe(config),
+            query=query,
             purpose="kb_query_meta",
             max_tokens=40 + 16 * len(config.attributes),
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 from knowtree.answer.router import pick_mode
 from knowtree.answer.search import Openings, SearchOptions, TreeSearch, cite
-from knowtree.answer.walk import EventSink, Walker, WalkOptions, _State
+from knowtree.answer.walk import EventSink, Walker, WalkOptions, WalkState
 from knowtree.types import Answer, NavStep, Node, NodeMeta, Usage
 
 
@@ -87,13 +87,13 @@ class StructuredWalker(Walker):
         meta = Walker._short_meta(node)
         return meta.model_copy(update={"title": self.openings.title(node)}) if meta.title else meta
 
-    def _memory(self, state: _State) -> str:
+    def _memory(self, state: WalkState) -> str:
         base = super()._memory(state)
         if not self.expert:
             return base
         return "\nExpert advice: " + " ".join(self.expert) + "\n" + base
 
-    def _choose(self, node: Node, options: list[str], question: str, state: _State) -> str:
+    def _choose(self, node: Node, options: list[str], question: str, state: WalkState) -> str:
         if self.prepare is not None and len(options) > 1:
             self.prepare(options)
         return super()._choose(node, options, question, state)
@@ -102,7 +102,7 @@ class StructuredWalker(Walker):
     def _option_text(node: Node) -> str:
         return node.meta.title + " " + Walker._option_text(node)
 
-    def _descend(self, node: Node, question: str, state: _State) -> Node | None:
+    def _descend(self, node: Node, question: str, state: WalkState) -> Node | None:
         """As the walker's, for trees where a section holds both leaves (its introduction) and
         subsections: a leaf chosen among sections is read on its own, through a one-leaf view of
         its section (its own id, so finishing it does not close the real section)."""

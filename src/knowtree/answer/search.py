@@ -20,14 +20,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, StrictBool, StrictInt
+from pydantic import StrictBool, StrictInt
 
 from knowtree.answer.evidence import locate, supported
 from knowtree.errors import ModelOutputError
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, narrowed, string
 from knowtree.retrieve.bm25 import bm25_scores
+from knowtree.text import clip
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 CHARS_PER_TOKEN = 4
@@ -44,21 +44,21 @@ class SearchOptions:
     answer: bool = True  # False: retrieval only (benchmarks), no answer call
 
 
-class SearchReply(BaseModel):
+class SearchReply(Reply):
     """The selection reply. `node_list` is required and holds real integers (`true` is not option 1):
     a garbled reply is repaired or fails as `ModelOutputError`, never read as "select nothing"."""
 
-    thinking: str = ""
+    thinking: str = string(300)
     node_list: list[StrictInt]
 
 
-class SourceAnswer(BaseModel):
+class SourceAnswer(Reply):
     """The answer reply: every field required, `found` a real boolean and `source` a real integer."""
 
     found: StrictBool
     source: StrictInt
-    quote: str
-    answer: str
+    quote: str = string(400, ...)
+    answer: str = string(400, ...)
 
 
 @dataclass
@@ -91,11 +91,6 @@ def _pages(node: Node) -> str:
 
 def _title(node: Node) -> str:
     return node.meta.title or (" ".join(node.meta.summary.split())[:80] or node.id)
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
 class TreeSearch:
@@ -158,9 +153,9 @@ class TreeSearch:
 
     def _line(self, i: int, nid: str, depth: int) -> str:
         node = self.nodes[nid]
-        line = f"{'  ' * depth}[{i}] {_clip(self.openings.title(node), 100)} ({_pages(node)})"
+        line = f"{'  ' * depth}[{i}] {clip(self.openings.title(node), 100)} ({_pages(node)})"
         if node.meta.summary and node.meta.title:
-            line += f": {_clip(node.meta.summary, self.options.summary_chars)}"
+            line += f": {clip(node.meta.summary, self.options.summary_chars)}"
         return line
 
     def _fit_depth(self, tops: list[str]) -> int | None:
@@ -207,27 +202,7 @@ class TreeSearch:
         expert = ""
         if self.options.expert:
             expert = "Expert advice for this kind of question: " + " ".join(self.options.expert) + "\n"
-        prompt = render(
-            "tree_search",
-            summaries_note=" and summaries" if has_summaries else "",
-            max_nodes=self.options.max_nodes,
-            expert=expert,
-            question=question,
-            outline=shown,
-        )
         n = len(rows)
-        schema = {
-            "type": "object",
-            "properties": {
-                "thinking": {"type": "string", "maxLength": 300},
-                "node_list": {
-                    "type": "array",
-                    "items": {"type": "integer", "enum": list(range(n))},
-                    "maxItems": self.options.max_nodes,
-                },
-            },
-            "required": ["thinking", "node_list"],
-        }
 
         def in_range(reply: SearchReply) -> None:
             bad = [i for i in reply.node_list if not 0 <= i < n]
@@ -237,10 +212,21 @@ class TreeSearch:
         started = time.monotonic()
         step = NavStep(action="choose", options=[r[0] for r in rows])
         try:
-            result = self.client.structured(
-                [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-                SearchReply,
-                schema=schema,
+            result = ask(
+                self.client,
+                narrowed(
+                    SearchReply,
+                    node_list={
+                        "maxItems": self.options.max_nodes,
+                        "items": {"type": "integer", "enum": list(range(n))},
+                    },
+                ),
+                "tree_search",
+                summaries_note=" and summaries" if has_summaries else "",
+                max_nodes=self.options.max_nodes,
+                expert=expert,
+                question=question,
+                outline=shown,
                 purpose="search",
                 max_tokens=220,
                 check=in_range,
@@ -323,28 +309,19 @@ class TreeSearch:
             file = node.spans[0].file if node.spans else ""
             text = node.text[:budget]
             blocks.append(
-                f"[{i}] {file}, {_pages(node)}, {_clip(_title(node), 80)}\n<source>\n{text}\n</source>"
+                f"[{i}] {file}, {_pages(node)}, {clip(_title(node), 80)}\n<source>\n{text}\n</source>"
             )
-        prompt = render("search_answer", sources="\n\n".join(blocks), question=question)
         k = len(got.leaves)
-        schema = {
-            "type": "object",
-            "properties": {
-                "found": {"type": "boolean"},
-                "source": {"type": "integer", "enum": list(range(1, k + 1))},
-                "quote": {"type": "string", "maxLength": 400},
-                "answer": {"type": "string", "maxLength": 400},
-            },
-            "required": ["found", "source", "quote", "answer"],
-        }
         started = time.monotonic()
         where = "; ".join(f"[{i}] {_pages(self.nodes[leaf])}" for i, leaf in enumerate(got.leaves, 1))
         step = NavStep(action="read", source=where, options=list(got.leaves))
         try:
-            result = self.client.structured(
-                [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-                SourceAnswer,
-                schema=schema,
+            result = ask(
+                self.client,
+                narrowed(SourceAnswer, source={"enum": list(range(1, k + 1))}),
+                "search_answer",
+                sources="\n\n".join(blocks),
+                question=question,
                 purpose="search_answer",
                 max_tokens=400,
             )
@@ -371,7 +348,7 @@ class TreeSearch:
             ok, why_i = supported(reply.quote, reply.answer, question, leaf.text)
             if ok:
                 step.node_id, step.choice = leaf.id, leaf.id
-                step.reason = _clip(reply.answer, 120)
+                step.reason = clip(reply.answer, 120)
                 step.outcome = f"complete (source {i + 1}, {_pages(leaf)})"
                 self._step(step)
                 citation = cite(leaf, reply.quote)
@@ -395,7 +372,7 @@ class TreeSearch:
                 why = why_i
         # an answer whose evidence did not verify is reported as such, never as complete
         step.outcome = f"rejected: {why}"
-        step.reason = _clip(reply.answer, 120)
+        step.reason = clip(reply.answer, 120)
         self._step(step)
         leaf = self.nodes[got.leaves[named]]
         return Answer(
@@ -434,7 +411,7 @@ class Openings:
         lines = [ln.strip() for ln in node.text.splitlines() if ln.strip() and ln.strip() != "\f"]
         if lines and self._header and lines[0] == self._header:
             lines = lines[1:]
-        return _clip(" ".join(lines), 70)
+        return clip(" ".join(lines), 70)
 
 
 def _first_line(text: str) -> str:

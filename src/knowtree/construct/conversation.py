@@ -18,6 +18,9 @@ Adding a batch of messages (one exchange, or several consecutive messages of one
    (one "topic_merge" call, none when it has a single child) when it leaves the current path and at
    the end of `add`. So one exchange costs one topic call plus at most one call per ancestor: O(depth).
 
+The model calls (topic choice, merge summaries) are in `knowtree.construct.topic_calls`; how a message
+is shown to the model is `knowtree.prompts.show.message_line`.
+
 Every step is saved (changed nodes and new messages in one transaction), and every call goes through
 the cache, so an interrupted `add` resumes without repeating finished calls.
 """
@@ -29,88 +32,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictInt, field_validator
-
-from knowtree.construct.metadata import _as_list, cap_summary, merge_ranked
+from knowtree.construct.metadata import cap_summary, merge_ranked
 from knowtree.construct.rebalance import Rebalancing
-from knowtree.errors import ModelOutputError
+from knowtree.construct.topic_calls import MESSAGE, SESSION, TOPIC, TopicCalls
 from knowtree.ingest.chat import ChatMessage, sessions_of
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
-from knowtree.text import clip, human_range, human_time
+from knowtree.text import clip, human_time
 from knowtree.types import Node, NodeKind, NodeMeta, Span, Usage, content_hash
 
-SESSION = "Conversation session"
-TOPIC = "Conversation topic"
-MESSAGE = "Message"
-
 Progress = Callable[[int, int], None]  # (messages added so far, messages in this add)
-
-
-class TopicReply(BaseModel):
-    choice: StrictInt
-    name: str = Field(min_length=1)
-    summary: str = Field(min_length=1)
-    events: list[str] = Field(default_factory=list)
-    about: list[str] = Field(default_factory=list)
-
-    @field_validator("events", "about", mode="before")
-    @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _as_list(v)
-
-
-class MergeReply(BaseModel):
-    name: str = Field(min_length=1)
-    summary: str = Field(min_length=1)
-    events: list[str] = Field(default_factory=list)
-
-    @field_validator("events", mode="before")
-    @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _as_list(v)
-
-
-def _str_list(n: int, chars: int) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string", "maxLength": chars}, "maxItems": n}
-
-
-def topic_schema(n_options: int) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "choice": {"type": "integer", "enum": list(range(1, n_options + 1))},
-            "name": {"type": "string", "maxLength": 60},
-            "summary": {"type": "string", "maxLength": 400},
-            "events": _str_list(3, 120),
-            "about": _str_list(6, 40),
-        },
-        "required": ["choice", "name", "summary", "events", "about"],
-    }
-
-
-MERGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 60},
-        "summary": {"type": "string", "maxLength": 500},
-        "events": _str_list(4, 120),
-    },
-    "required": ["name", "summary", "events"],
-}
-
-
-def message_line(node: Node, limit: int = 300) -> str:
-    """How a message leaf is shown to the model: "[12] Caroline (8 May 2023): words"."""
-    pos = node.spans[0].line_start if node.spans else 0
-    when = human_time(node.meta.time_range[0]).split(",")[0] if node.meta.time_range else "undated"
-    speaker, _, words = node.text.partition(": ")
-    return f"[{pos}] {speaker} ({when}): {clip(words, limit)}"
-
-
-def _system() -> Message:
-    return Message(role="system", content=render("system"))
 
 
 @dataclass
@@ -146,7 +76,7 @@ class AddReport:
         )
 
 
-class TopicTree(Rebalancing):
+class TopicTree(TopicCalls, Rebalancing):
     """A memory's tree in memory, with the current path and the dirty set; persists via `save`."""
 
     def __init__(
@@ -463,141 +393,3 @@ class TopicTree(Rebalancing):
             content_types=[TOPIC],
             fallback="the topic reply stayed invalid: summary made of the messages' first words",
         )
-
-    def _decide(
-        self, batch: Sequence[ChatMessage], options: list[tuple[str, str]], client: LLMClient
-    ) -> TopicReply | None:
-        path_lines = []
-        for depth, nid in enumerate(self.path[1:]):
-            n = self.nodes[nid]
-            path_lines.append(
-                f"{'  ' * depth}- {n.meta.title or 'untitled'} ({human_range(n.meta.time_range)}): "
-                f"{clip(n.meta.summary, 160) or 'no summary yet'}"
-            )
-        deepest = self.nodes[self.path[-1]]
-        recent = [self.nodes[c] for c in deepest.children if self.nodes[c].is_leaf][-2:]
-        first = self.count + 1
-        new_lines = []
-        for i, m in enumerate(batch):
-            when = human_time(m.time).split(",")[0] if m.time else "undated"
-            new_lines.append(
-                f"[{first + i}] {m.speaker} ({when}): {clip(m.display().partition(': ')[2], 260)}"
-            )
-        option_lines = []
-        for i, (action, nid) in enumerate(options, 1):
-            title = self.nodes[nid].meta.title or "untitled"
-            if action == "continue":
-                option_lines.append(f'{i}: continue the current topic "{title}"')
-            elif self.nodes[nid].meta.content_types == [SESSION]:
-                option_lines.append(f"{i}: start a new topic in this session")
-            else:
-                option_lines.append(f'{i}: start a new subtopic of "{title}"')
-        hint = (
-            "if you continue, the current topic's summary updated with the new messages; "
-            "otherwise a summary of the new messages (1-2 sentences)."
-            if options[0][0] == "continue"
-            else "a summary of the new messages (1-2 sentences)."
-        )
-        prompt = render(
-            "topic",
-            path="\n".join(path_lines) or "(a new session)",
-            recent="\n".join(message_line(n, 200) for n in recent) or "(none)",
-            new="\n".join(new_lines),
-            options="\n".join(option_lines),
-            summary_hint=hint,
-        )
-        try:
-            result = client.structured(
-                [_system(), Message(role="user", content=prompt)],
-                TopicReply,
-                schema=topic_schema(len(options)),
-                purpose="topic",
-                max_tokens=260,
-                check=lambda r: _in_range(r.choice, len(options)),
-            )
-        except ModelOutputError:
-            return None
-        return result.value
-
-    # -- summaries of changed nodes ------------------------------------------------------------
-    def _close(self, ids: Sequence[str], client: LLMClient, step: StepResult) -> None:
-        """Nodes leaving the current path get their final summaries (deepest first)."""
-        for nid in reversed(list(ids)):
-            if nid in self.dirty:
-                self._summarise(nid, client, step)
-
-    def flush(self, client: LLMClient, step: StepResult) -> None:
-        """Re-summarise every dirty node, children before parents."""
-        for nid in sorted(self.dirty, key=lambda i: self.nodes[i].level if i in self.nodes else 0):
-            if nid in self.nodes:
-                self._summarise(nid, client, step)
-        self.dirty = []
-
-    def _summarise(self, nid: str, client: LLMClient, step: StepResult) -> None:
-        node = self.nodes[nid]
-        if nid in self.dirty:
-            self.dirty.remove(nid)
-        kids = [self.nodes[c] for c in node.children]
-        if not kids or kids[0].is_leaf:
-            return  # message topics are written by the topic call itself
-        # a dirty child is summarised first (a group made of sessions that changed, say)
-        for k in kids:
-            if k.id in self.dirty:
-                self._summarise(k.id, client, step)
-        kind = node.meta.content_types
-        title = node.meta.title
-        if len(kids) == 1:
-            only = kids[0].meta
-            meta = only.model_copy(update={"content_types": kind, "time_range": node.meta.time_range})
-            if kind == [SESSION] or node.kind is NodeKind.ROOT:
-                meta.title = title
-        elif not self.summarize:  # the zero-call memory: where it is and who speaks, no summary
-            about = merge_ranked([k.meta.about for k in kids], 8)
-            meta = NodeMeta(title=title, about=about, content_types=kind, time_range=node.meta.time_range)
-        else:
-            meta = self._merge(kids, client)
-            meta.content_types = kind
-            meta.time_range = node.meta.time_range
-            if kind == [SESSION] or node.kind is NodeKind.ROOT:
-                meta.title = title  # sessions keep their dated title, the root the memory's name
-        node.meta = meta
-        self._touch(nid, step)
-
-    def _merge(self, kids: list[Node], client: LLMClient) -> NodeMeta:
-        shown = "\n".join(
-            f"Part {i} — {k.meta.title} ({human_range(k.meta.time_range)}): {clip(k.meta.summary, 220)}"
-            for i, k in enumerate(kids, 1)
-        )
-        about = merge_ranked([k.meta.about for k in kids], 12)
-        try:
-            result = client.structured(
-                [
-                    _system(),
-                    Message(role="user", content=render("topic_merge", count=len(kids), children=shown)),
-                ],
-                MergeReply,
-                schema=MERGE_SCHEMA,
-                purpose="topic_merge",
-                max_tokens=300,
-            )
-        except ModelOutputError as exc:
-            self.fallbacks += 1
-            return NodeMeta(
-                title=" / ".join(clip(k.meta.title, 30) for k in kids[:3]),
-                summary=" ".join(clip(k.meta.summary, 120) for k in kids),
-                noteworthy_events=merge_ranked([k.meta.noteworthy_events for k in kids], 4),
-                about=about,
-                fallback=f"summary joined from the parts: {exc}",
-            )
-        r = result.value
-        return NodeMeta(
-            title=clip(r.name, 60),
-            summary=cap_summary(r.summary),
-            noteworthy_events=r.events[:4] or merge_ranked([k.meta.noteworthy_events for k in kids], 4),
-            about=about,
-        )
-
-
-def _in_range(choice: int, n: int) -> None:
-    if not 1 <= choice <= n:
-        raise ValueError(f"choice must be one of {list(range(1, n + 1))}, got {choice}")

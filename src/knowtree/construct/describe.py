@@ -7,24 +7,23 @@ import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import field_validator
 
 from knowtree.errors import ModelOutputError
 from knowtree.ingest.structure import StructuredDocument
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, reply_schema, string
 from knowtree.types import Usage
 
 OPENING_CHARS = 1500
 MAX_TITLES = 25
 
 
-class DocReply(BaseModel):
-    description: str
-    company: str = ""
-    year: str = ""
-    doc_type: str = ""
+class DocReply(Reply):
+    description: str = string(300, ...)
+    company: str = string(80)
+    year: str = string(8)
+    doc_type: str = string(40)
 
     @field_validator("year", mode="before")
     @classmethod
@@ -33,16 +32,7 @@ class DocReply(BaseModel):
         return m.group(0) if m else ""
 
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "description": {"type": "string", "maxLength": 300},
-        "company": {"type": "string", "maxLength": 80},
-        "year": {"type": "string", "maxLength": 8},
-        "doc_type": {"type": "string", "maxLength": 40},
-    },
-    "required": ["description", "company", "year", "doc_type"],
-}
+SCHEMA: dict[str, Any] = reply_schema(DocReply)  # derived: the schema a describe call sends
 
 
 def describe_document(
@@ -52,12 +42,14 @@ def describe_document(
     and the error, never an invented one."""
     text = " ".join(sd.document.text[: OPENING_CHARS * 2].split())[:OPENING_CHARS]
     outline = "; ".join(titles[:MAX_TITLES]) or "none"
-    prompt = render("doc_describe", file_name=os.path.basename(sd.path), outline=outline, text=text)
     try:
-        result = client.structured(
-            [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
+        result = ask(
+            client,
             DocReply,
-            schema=SCHEMA,
+            "doc_describe",
+            file_name=os.path.basename(sd.path),
+            outline=outline,
+            text=text,
             purpose="describe",
             max_tokens=200,
         )

@@ -10,12 +10,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
-
 from knowtree.construct.taxonomy import DEFAULT_TAXONOMY, normalize_types
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, listed, reply_schema, string, strings
+from knowtree.prompts.show import format_meta
 from knowtree.types import NodeMeta, Usage
 
 #: the longest summary stored: a backend without constrained decoding can ignore the schema's
@@ -31,81 +29,28 @@ def cap_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
     return f"{text[:limit].rstrip()} … [summary cut at {limit:,} of {len(text):,} characters]"
 
 
-_EMPTY = {"", "none", "null", "n/a", "na", "nothing", "-", "no", "not applicable", "none mentioned"}
+class LeafReply(Reply):
+    summary: str = string(600, ..., min_length=1)
+    content_types: list[str] = strings(3, 60)
+    critical_actions: list[str] = strings(3, 140)
+    decisions: list[str] = strings(3, 140)
+    noteworthy_events: list[str] = strings(3, 140)
+    about: list[str] = strings(10, 40)
+
+    _lists = listed("content_types", "critical_actions", "decisions", "noteworthy_events", "about")
 
 
-def _as_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    if isinstance(value, list):
-        out = []
-        for item in value:
-            text = str(item).strip() if item is not None else ""
-            if text.lower().strip(".") not in _EMPTY and text not in out:
-                out.append(text)
-        return out
-    return value
+class BranchReply(Reply):
+    summary: str = string(700, ..., min_length=1)
+    critical_actions: list[str] = strings(4, 140)
+    decisions: list[str] = strings(4, 140)
+    noteworthy_events: list[str] = strings(4, 140)
+
+    _lists = listed("critical_actions", "decisions", "noteworthy_events")
 
 
-class _ListFields(BaseModel):
-    critical_actions: list[str] = Field(default_factory=list)
-    decisions: list[str] = Field(default_factory=list)
-    noteworthy_events: list[str] = Field(default_factory=list)
-
-    @field_validator("critical_actions", "decisions", "noteworthy_events", mode="before")
-    @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _as_list(v)
-
-
-class LeafReply(_ListFields):
-    summary: str = Field(min_length=1)
-    content_types: list[str] = Field(default_factory=list)
-    about: list[str] = Field(default_factory=list)
-
-    @field_validator("content_types", "about", mode="before")
-    @classmethod
-    def _more_lists(cls, v: Any) -> Any:
-        return _as_list(v)
-
-
-class BranchReply(_ListFields):
-    summary: str = Field(min_length=1)
-
-
-def _str_list(max_items: int, max_len: int) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string", "maxLength": max_len}, "maxItems": max_items}
-
-
-LEAF_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string", "maxLength": 600},
-        "content_types": _str_list(3, 60),
-        "critical_actions": _str_list(3, 140),
-        "decisions": _str_list(3, 140),
-        "noteworthy_events": _str_list(3, 140),
-        "about": _str_list(10, 40),
-    },
-    "required": ["summary", "content_types", "critical_actions", "decisions", "noteworthy_events", "about"],
-}
-
-BRANCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string", "maxLength": 700},
-        "critical_actions": _str_list(4, 140),
-        "decisions": _str_list(4, 140),
-        "noteworthy_events": _str_list(4, 140),
-    },
-    "required": ["summary", "critical_actions", "decisions", "noteworthy_events"],
-}
-
-
-def _system() -> Message:
-    return Message(role="system", content=render("system"))
+LEAF_SCHEMA: dict[str, Any] = reply_schema(LeafReply)  # derived: the schema a leaf call sends
+BRANCH_SCHEMA: dict[str, Any] = reply_schema(BranchReply)
 
 
 def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple[NodeMeta, Usage]:
@@ -114,13 +59,8 @@ def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple
         hint = "1-3 short labels (1-3 words each) for what kind of text this is: its genre or format."
     else:
         hint = "1-3 of these types (a new type only if none fits): " + "; ".join(taxonomy)
-    prompt = render("leaf_meta", types_hint=hint, text=text)
-    result = client.structured(
-        [_system(), Message(role="user", content=prompt)],
-        LeafReply,
-        schema=LEAF_SCHEMA,
-        purpose="leaf_meta",
-        max_tokens=700,
+    result = ask(
+        client, LeafReply, "leaf_meta", types_hint=hint, text=text, purpose="leaf_meta", max_tokens=700
     )
     reply = result.value
     types, unlisted = normalize_types(reply.content_types, taxonomy)
@@ -134,37 +74,6 @@ def extract_leaf(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple
         unlisted_types=unlisted,
     )
     return meta, result.usage
-
-
-def format_meta(meta: NodeMeta, indent: str = "  ") -> str:
-    """All six fields, compactly, the way navigation and synthesis prompts show a node."""
-
-    def join(items: Sequence[str]) -> str:
-        return "; ".join(items) if items else "none"
-
-    if meta.title:  # a section of a structured document: its title, then only the fields it has
-        rows = [f"{indent}Title: {meta.title}"]
-        for label, value in (
-            ("Summary", meta.summary),
-            ("About", ", ".join(meta.about)),
-            ("Content types", "; ".join(meta.content_types)),
-            ("Decisions", "; ".join(meta.decisions)),
-            ("Critical actions", "; ".join(meta.critical_actions)),
-            ("Noteworthy events", "; ".join(meta.noteworthy_events)),
-        ):
-            if value:
-                rows.append(f"{indent}{label}: {value}")
-        return "\n".join(rows)
-    return "\n".join(
-        [
-            f"{indent}Summary: {meta.summary or 'none'}",
-            f"{indent}About: {', '.join(meta.about) if meta.about else 'none'}",
-            f"{indent}Content types: {join(meta.content_types)}",
-            f"{indent}Decisions: {join(meta.decisions)}",
-            f"{indent}Critical actions: {join(meta.critical_actions)}",
-            f"{indent}Noteworthy events: {join(meta.noteworthy_events)}",
-        ]
-    )
 
 
 def merge_ranked(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
@@ -187,11 +96,12 @@ def merge_ranked(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
 
 def synthesize_branch(client: LLMClient, children: Sequence[NodeMeta]) -> tuple[NodeMeta, Usage]:
     shown = "\n".join(f"Part {i + 1}:\n{format_meta(m)}" for i, m in enumerate(children))
-    prompt = render("branch_meta", count=len(children), children=shown)
-    result = client.structured(
-        [_system(), Message(role="user", content=prompt)],
+    result = ask(
+        client,
         BranchReply,
-        schema=BRANCH_SCHEMA,
+        "branch_meta",
+        count=len(children),
+        children=shown,
         purpose="branch_meta",
         max_tokens=700,
     )

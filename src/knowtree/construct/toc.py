@@ -19,14 +19,13 @@ import re
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import field_validator
 
 from knowtree.errors import ModelOutputError
 from knowtree.ingest.pdf import find_title, sections_from_pages
 from knowtree.ingest.structure import Section, StructuredDocument, close_sections
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import Reply, ask, at_most, narrowed, one_of, reply_schema, string
 from knowtree.types import Usage
 
 SCAN_PAGES = 12  # a table of contents is looked for in the first pages only
@@ -42,18 +41,19 @@ _NUMBERED = re.compile(r"[A-Za-z)\]][ .\t]*?\.{0,}[ \t]*\d{1,3}(?=\s|$)")
 _CONTENTS = re.compile(r"\b(table of contents|contents|index)\b", re.IGNORECASE)
 
 
-class TocEntry(BaseModel):
-    title: str = Field(min_length=1)
-    page: int | None = None
-    level: int = 1
+def _clamp_level(cls: Any, v: Any) -> Any:
+    try:
+        return min(max(int(v), 1), 3)
+    except (TypeError, ValueError):
+        return 1
 
-    @field_validator("level", mode="before")
-    @classmethod
-    def _level(cls, v: Any) -> Any:
-        try:
-            return min(max(int(v), 1), 3)
-        except (TypeError, ValueError):
-            return 1
+
+class TocEntry(Reply):
+    title: str = string(120, ..., min_length=1)
+    page: int | None = None
+    level: int = one_of([1, 2, 3], default=1)
+
+    _level = field_validator("level", mode="before")(classmethod(_clamp_level))
 
     @field_validator("page", mode="before")
     @classmethod
@@ -66,72 +66,29 @@ class TocEntry(BaseModel):
             return None
 
 
-class TocReply(BaseModel):
+class TocReply(Reply):
     is_toc: bool
-    entries: list[TocEntry] = Field(default_factory=list)
+    entries: list[TocEntry] = at_most(60, list)
 
 
-class ProposedSection(BaseModel):
-    title: str = Field(min_length=1)
-    page: int
-    level: int = 1
+class ProposedSection(Reply):
+    title: str = string(100, ..., min_length=1)
+    page: int  # one of the pages shown (`structure_reply`)
+    level: int = one_of([1, 2], default=1)
 
-    @field_validator("level", mode="before")
-    @classmethod
-    def _level(cls, v: Any) -> Any:
-        try:
-            return min(max(int(v), 1), 3)
-        except (TypeError, ValueError):
-            return 1
+    _level = field_validator("level", mode="before")(classmethod(_clamp_level))
 
 
-class StructureReply(BaseModel):
-    sections: list[ProposedSection] = Field(default_factory=list)
+class StructureReply(Reply):
+    sections: list[ProposedSection] = at_most(30, list)
 
 
-_ENTRY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string", "maxLength": 120},
-        "page": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-        "level": {"type": "integer", "enum": [1, 2, 3]},
-    },
-    "required": ["title", "page", "level"],
-}
-TOC_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "is_toc": {"type": "boolean"},
-        "entries": {"type": "array", "items": _ENTRY_SCHEMA, "maxItems": 60},
-    },
-    "required": ["is_toc", "entries"],
-}
+def structure_reply(pages: list[int]) -> type[StructureReply]:
+    """`StructureReply` whose sections start on one of the pages shown."""
+    return narrowed(StructureReply, sections=list[narrowed(ProposedSection, page={"enum": pages})])
 
 
-def _structure_schema(pages: list[int]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "sections": {
-                "type": "array",
-                "maxItems": 30,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "title": {"type": "string", "maxLength": 100},
-                        "page": {"type": "integer", "enum": pages},
-                        "level": {"type": "integer", "enum": [1, 2]},
-                    },
-                    "required": ["title", "page", "level"],
-                },
-            }
-        },
-        "required": ["sections"],
-    }
-
-
-def _system() -> Message:
-    return Message(role="system", content=render("system"))
+TOC_SCHEMA: dict[str, Any] = reply_schema(TocReply)  # derived: the schema a TOC call sends
 
 
 def toc_candidates(doc: StructuredDocument) -> list[int]:
@@ -181,10 +138,11 @@ def _read_toc(doc: StructuredDocument, pages: list[int], client: LLMClient) -> t
     lines = [" ".join(ln.split()) for p in pages for ln in doc.page_text(p).splitlines()]
     text = "\n".join(ln for ln in lines if ln)[:TOC_CHARS]
     try:
-        result = client.structured(
-            [_system(), Message(role="user", content=render("toc_extract", text=text))],
+        result = ask(
+            client,
             TocReply,
-            schema=TOC_SCHEMA,
+            "toc_extract",
+            text=text,
             purpose="toc",
             max_tokens=1800,
         )
@@ -268,10 +226,11 @@ def _propose(
         batch = numbers[i : i + PAGES_PER_CALL]
         shown = "\n".join(f"<page {p}> {' '.join(doc.page_text(p).split())[:PAGE_OPENING]}" for p in batch)
         try:
-            result = client.structured(
-                [_system(), Message(role="user", content=render("structure_propose", pages=shown))],
-                StructureReply,
-                schema=_structure_schema(batch),
+            result = ask(
+                client,
+                structure_reply(batch),
+                "structure_propose",
+                pages=shown,
                 purpose="structure",
                 max_tokens=1200,
             )

@@ -18,9 +18,8 @@ from pydantic import BaseModel, Field
 from knowtree.ingest.chunk import chunk_document
 from knowtree.ingest.kb_inputs import DocSection
 from knowtree.ingest.structure import make_document
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.retrieve import Passage
 from knowtree.store.kb import KBChunk
 
@@ -71,17 +70,14 @@ def contextualize_with_model(
     for n, chunk in enumerate(chunks, start=1):
         if chunk.doc_id != last_doc:
             previous, last_doc = "", chunk.doc_id
-        prompt = render(
+        reply = ask(
+            client,
+            ChunkContext,
             "kb_context",
             domain=domain or "general",
             path=" > ".join(chunk.path),
             previous=previous or "(start of the document)",
             chunk=chunk.text[:3000],
-        )
-        reply = client.structured(
-            [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-            ChunkContext,
-            schema=ChunkContext.model_json_schema(),
             purpose="kb_context",
             max_tokens=120,
         ).value

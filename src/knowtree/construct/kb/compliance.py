@@ -17,9 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from knowtree.construct.kb import solutions
 from knowtree.ingest.kb_inputs import Rule
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.store.kb import KBChunk, KBIssue
 
 
@@ -54,13 +53,13 @@ def judge(client: LLMClient, domain: str, text: str, rules: Sequence[Rule]) -> l
     if not rules:
         return []
     model = judgment_model(len(rules))
-    prompt = render(
-        "kb_compliance", domain=domain or "general", rules=solutions.rules_text(rules), solution=text
-    )
-    reply = client.structured(
-        [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
+    reply = ask(
+        client,
         model,
-        schema=model.model_json_schema(),
+        "kb_compliance",
+        domain=domain or "general",
+        rules=solutions.rules_text(rules),
+        solution=text,
         purpose="kb_compliance",
         max_tokens=120,
     ).value

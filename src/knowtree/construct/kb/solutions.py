@@ -17,9 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from knowtree.ingest.kb_attributes import show
 from knowtree.ingest.kb_inputs import Rule
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBChunk, KBIssue
 from knowtree.text import quote_score
@@ -84,7 +83,10 @@ def generate(
         )
         or "(no passage found)"
     )
-    prompt = render(
+    model = solution_model(len(passages))
+    reply = ask(
+        client,
+        model,
         "kb_solution",
         domain=domain or "general",
         issue=issue.title,
@@ -92,12 +94,6 @@ def generate(
         rules=rules_text(rules) or "(none)",
         chunks=shown,
         feedback=f"\nA previous version broke these rules; fix that: {feedback}\n" if feedback else "",
-    )
-    model = solution_model(len(passages))
-    reply = client.structured(
-        [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-        model,
-        schema=model.model_json_schema(),
         purpose="kb_solution",
         max_tokens=450,
     ).value

@@ -31,9 +31,8 @@ from knowtree.ingest.kb_attributes import (
     variants_model,
 )
 from knowtree.ingest.kb_inputs import ANY, AttributeConfig
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 from knowtree.store.kb import KBIssue
 
 BATCH = 6
@@ -103,16 +102,13 @@ def expand_seeds(
             lines = [f"group_{i}: seed issue: {_clip(seed.texts[0])}"]
             lines += [f"  similar: {_clip(t, 160)}" for t in seed.texts[1:SHOWN_MEMBERS]]
             groups.append("\n".join(lines))
-        prompt = render(
+        reply = ask(
+            client,
+            model,
             "kb_subtree",
             domain=config.domain or "general",
             attributes=describe(config),
             groups="\n".join(groups),
-        )
-        reply = client.structured(
-            [Message(role="system", content=render("system")), Message(role="user", content=prompt)],
-            model,
-            schema=model.model_json_schema(),
             purpose="kb_subtree",
             max_tokens=140 * len(part) + 60,
         ).value

@@ -13,9 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from knowtree.llm.base import Message
 from knowtree.llm.client import LLMClient
-from knowtree.prompts import render
+from knowtree.prompts.reply import ask
 
 MAX_SHOWN = 40
 ASSIGN_BATCH = 20
@@ -24,10 +23,6 @@ MISC = "Miscellaneous"
 
 class ThemeList(BaseModel):
     themes: list[str] = Field(min_length=1, max_length=12)
-
-
-def _messages(prompt: str) -> list[Message]:
-    return [Message(role="system", content=render("system")), Message(role="user", content=prompt)]
 
 
 def _clip(text: str, n: int = 200) -> str:
@@ -40,16 +35,13 @@ def propose_themes(
 ) -> list[str]:
     """Theme names (deduplicated, a miscellaneous theme always last)."""
     shown = list(representatives)[:MAX_SHOWN]
-    prompt = render(
+    reply = ask(
+        client,
+        ThemeList,
         "kb_themes",
         domain=domain or "general",
         issues="\n".join(f"- {_clip(t)}" for t in shown),
         max_themes=max_themes,
-    )
-    reply = client.structured(
-        _messages(prompt),
-        ThemeList,
-        schema=ThemeList.model_json_schema(),
         purpose="kb_themes",
         max_tokens=300,
     ).value
@@ -82,16 +74,13 @@ def assign_themes(
     for start in range(0, len(representatives), batch):
         part = representatives[start : start + batch]
         model = assignment_model(len(part), len(themes))
-        prompt = render(
+        reply = ask(
+            client,
+            model,
             "kb_theme_assign",
             domain=domain or "general",
             themes=listing,
             issues="\n".join(f"issue_{i}: {_clip(t)}" for i, t in enumerate(part, start=1)),
-        )
-        reply = client.structured(
-            _messages(prompt),
-            model,
-            schema=model.model_json_schema(),
             purpose="kb_theme_assign",
             max_tokens=12 * len(part) + 40,
         ).value

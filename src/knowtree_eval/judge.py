@@ -8,16 +8,20 @@ counted apart from the method's own calls.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree_eval import prompts
 
 
-# The judge's reply; `JUDGE_SCHEMA` is derived from it (no docstring: it would go into the schema sent)
+# The judge's reply; `JUDGE_SCHEMA` is derived from it (no docstring: it would go into the schema
+# sent). The schema asks for both fields and caps the reason; validation stays as lenient as before
+# (a missing reason is "", a long one is cut by the caller).
 class Verdict(BaseModel):
-    reason: str = Field(max_length=300)
+    model_config = ConfigDict(json_schema_extra={"required": ["reason", "correct"]})
+
+    reason: str = Field("", json_schema_extra={"maxLength": 300})
     correct: bool
 
 

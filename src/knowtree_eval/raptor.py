@@ -38,9 +38,10 @@ class RaptorNode:
     passages: list[str] = field(default_factory=list)  # passage ids under it (itself, for a passage)
 
 
-# A cluster's summary; `SUMMARY_SCHEMA` is derived from it (no docstring: it would go into the schema sent)
+# A cluster's summary; `SUMMARY_SCHEMA` is derived from it (no docstring: it would go into the schema
+# sent). The length limit shapes the schema only, as before: a backend that ignores it is not refused.
 class SummaryReply(BaseModel):
-    summary: str = Field(min_length=1, max_length=900)
+    summary: str = Field(min_length=1, json_schema_extra={"maxLength": 900})
 
 
 SUMMARY_SCHEMA = SummaryReply.model_json_schema()

@@ -76,9 +76,10 @@ class Runtime:
         self._kt = self._judge_kt = None
 
 
-# The reader's reply; `ANSWER_SCHEMA` is derived from it (no docstring: it would go into the schema sent)
+# The reader's reply; `ANSWER_SCHEMA` is derived from it (no docstring: it would go into the schema
+# sent). The length limit shapes the schema only, as before: a backend that ignores it is not refused.
 class AnswerReply(BaseModel):
-    answer: str = Field(min_length=1, max_length=400)
+    answer: str = Field(min_length=1, json_schema_extra={"maxLength": 400})
 
 
 ANSWER_SCHEMA = AnswerReply.model_json_schema()

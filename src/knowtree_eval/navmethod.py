@@ -1,4 +1,4 @@
-"""Eval method `nav`: score-guided navigation (`navigate.nav`) over the same tree and index as `tree`.
+"""Eval method `nav`: score-guided navigation (`knowtree.answer.nav`) over the same tree and index as `tree`.
 
 The tree, index, embedder and scoring are `tree`'s (`TreeMethod`), so the two differ only by the
 model's judgments. Budget metrics (`hit_b1024`…) are computed on the final ranking exactly as for

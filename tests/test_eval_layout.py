@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
 import knowtree_eval
 from knowtree import prompts as kt_prompts
@@ -20,23 +21,56 @@ from knowtree_eval.runtime import ANSWER_SCHEMA, AnswerReply, Runtime
 PACKAGE = Path(knowtree_eval.__file__).parent
 
 
-@pytest.mark.parametrize(
-    ("schema", "model", "field", "max_length", "required"),
-    [
-        (ANSWER_SCHEMA, AnswerReply, "answer", 400, ["answer"]),
-        (JUDGE_SCHEMA, Verdict, "reason", 300, ["reason", "correct"]),
-        (SUMMARY_SCHEMA, SummaryReply, "summary", 900, ["summary"]),
-    ],
-)
-def test_reply_schemas_are_derived_and_constrain_what_they_did(
-    schema: dict, model: type, field: str, max_length: int, required: list[str]
+# the schemas the harness once wrote by hand beside each class: the derived ones must equal them
+# (same decoding for a constrained model, same cache keys for the calls they shape)
+HAND_WRITTEN = [
+    (
+        ANSWER_SCHEMA,
+        AnswerReply,
+        {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "maxLength": 400}},
+            "required": ["answer"],
+        },
+    ),
+    (
+        JUDGE_SCHEMA,
+        Verdict,
+        {
+            "type": "object",
+            "properties": {"reason": {"type": "string", "maxLength": 300}, "correct": {"type": "boolean"}},
+            "required": ["reason", "correct"],
+        },
+    ),
+    (
+        SUMMARY_SCHEMA,
+        SummaryReply,
+        {
+            "type": "object",
+            "properties": {"summary": {"type": "string", "maxLength": 900}},
+            "required": ["summary"],
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "model", "hand"), HAND_WRITTEN)
+def test_reply_schemas_are_derived_and_equal_the_hand_written_ones(
+    schema: dict, model: type[BaseModel], hand: dict
 ) -> None:
-    assert schema == model.model_json_schema()  # one source: the pydantic class
-    assert schema["properties"][field]["maxLength"] == max_length
-    assert schema["required"] == required
-    assert "description" not in schema  # no docstring leaking into what the model is sent
-    # the limits shape the schema (a constrained decoder stops there); validation stays as it was
-    assert getattr(model.model_validate({field: "x" * (max_length + 1), "correct": True}), field)
+    assert schema == prompts.reply_schema(model) == hand
+    assert list(schema["properties"]) == list(hand["properties"])  # the order a decoder writes them in
+    field, cap = next((n, f["maxLength"]) for n, f in hand["properties"].items() if "maxLength" in f)
+    # the cap shapes the schema only: validation stays as lenient as it was
+    assert getattr(model.model_validate({field: "x" * (cap + 1), "correct": True}), field)
+
+
+def test_reply_validation_is_unchanged() -> None:
+    with pytest.raises(ValidationError):
+        AnswerReply.model_validate({"answer": ""})
+    with pytest.raises(ValidationError):
+        SummaryReply.model_validate({"summary": ""})
+    assert Verdict.model_validate({"correct": True}).reason == ""
 
 
 def test_eval_prompts_live_with_the_harness() -> None:

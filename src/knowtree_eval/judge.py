@@ -8,24 +8,22 @@ counted apart from the method's own calls.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree_eval import prompts
 
 
-# The judge's reply; `JUDGE_SCHEMA` is derived from it (no docstring: it would go into the schema
-# sent). The schema asks for both fields and caps the reason; validation stays as lenient as before
-# (a missing reason is "", a long one is cut by the caller).
-class Verdict(BaseModel):
+class Verdict(BaseModel):  # no docstring: it would go into the schema sent
+    # the schema asks for both fields; validation stays lenient (no reason: "", a long one is cut)
     model_config = ConfigDict(json_schema_extra={"required": ["reason", "correct"]})
 
-    reason: str = Field("", json_schema_extra={"maxLength": 300})
+    reason: str = prompts.capped(300, "")
     correct: bool
 
 
-JUDGE_SCHEMA = Verdict.model_json_schema()
+JUDGE_SCHEMA = prompts.reply_schema(Verdict)
 
 
 def judge_answer(client: LLMClient, question: str, gold: str, prediction: str | None) -> Verdict:

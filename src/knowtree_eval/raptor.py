@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from knowtree.types import content_hash
 from knowtree_eval import prompts
@@ -38,13 +38,11 @@ class RaptorNode:
     passages: list[str] = field(default_factory=list)  # passage ids under it (itself, for a passage)
 
 
-# A cluster's summary; `SUMMARY_SCHEMA` is derived from it (no docstring: it would go into the schema
-# sent). The length limit shapes the schema only, as before: a backend that ignores it is not refused.
-class SummaryReply(BaseModel):
-    summary: str = Field(min_length=1, json_schema_extra={"maxLength": 900})
+class SummaryReply(BaseModel):  # no docstring: it would go into the schema sent
+    summary: str = prompts.capped(900, min_length=1)
 
 
-SUMMARY_SCHEMA = SummaryReply.model_json_schema()
+SUMMARY_SCHEMA = prompts.reply_schema(SummaryReply)
 
 
 def kmeans(vectors: np.ndarray, k: int, seed: int = 0, iterations: int = 25) -> list[int]:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from knowtree_eval import prompts
 
@@ -76,13 +76,11 @@ class Runtime:
         self._kt = self._judge_kt = None
 
 
-# The reader's reply; `ANSWER_SCHEMA` is derived from it (no docstring: it would go into the schema
-# sent). The length limit shapes the schema only, as before: a backend that ignores it is not refused.
-class AnswerReply(BaseModel):
-    answer: str = Field(min_length=1, json_schema_extra={"maxLength": 400})
+class AnswerReply(BaseModel):  # no docstring: it would go into the schema sent
+    answer: str = prompts.capped(400, min_length=1)
 
 
-ANSWER_SCHEMA = AnswerReply.model_json_schema()
+ANSWER_SCHEMA = prompts.reply_schema(AnswerReply)
 
 
 def answer_from_text(client: LLMClient, question: str, text: str) -> str:

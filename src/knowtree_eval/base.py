@@ -26,6 +26,7 @@ from knowtree_eval.datasets import Case, Corpus
 
 if TYPE_CHECKING:
     from knowtree.retrieve.vectors import VectorIndex
+    from knowtree.types import Usage
     from knowtree_eval.runtime import Runtime
 
 
@@ -107,6 +108,13 @@ class CorpusContext:
             index.ensure(list(self.corpus.passages.values()), self.corpus.fingerprint())
             self._vectors = index
         return self._vectors
+
+    def charge_setup(self, method: str, usage: Usage) -> None:
+        """Add the LLM usage of a method's per-corpus preparation (a tree build) to `setup_usage`."""
+        total = self.setup_usage.setdefault(method, {"calls": 0, "cached": 0, "tokens": 0})
+        total["calls"] += usage.calls
+        total["cached"] += usage.cached
+        total["tokens"] += usage.input_tokens + usage.output_tokens
 
     def need_runtime(self) -> Runtime:
         if self.runtime is None:

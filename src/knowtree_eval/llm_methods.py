@@ -79,10 +79,7 @@ class WalkMethod:
         kt = ctx.need_runtime().kt()
         name = tree_name(ctx.corpus)
         report = kt.build_documents(corpus_documents(ctx.corpus), tree=name)
-        usage = ctx.setup_usage.setdefault(self.name, {"calls": 0, "cached": 0, "tokens": 0})
-        usage["calls"] += report.usage.calls
-        usage["cached"] += report.usage.cached
-        usage["tokens"] += report.usage.input_tokens + report.usage.output_tokens
+        ctx.charge_setup(self.name, report.usage)
         self._ranges = passage_ranges(ctx.corpus)
 
     def _nodes(self, ctx: CorpusContext) -> tuple[dict[str, Node], str]:
@@ -260,10 +257,7 @@ class RaptorMethod:
             nodes = build_collapsed_tree(
                 passages, client, embedder, cluster_size=self.cluster_size, seed=self.seed
             )
-            usage = ctx.setup_usage.setdefault(self.name, {"calls": 0, "cached": 0, "tokens": 0})
-            usage["calls"] += client.usage.calls
-            usage["cached"] += client.usage.cached
-            usage["tokens"] += client.usage.input_tokens + client.usage.output_tokens
+            ctx.charge_setup(self.name, client.usage)
         vectors = embedder.embed([n.text for n in nodes])
         self._trees[ctx.corpus.id] = (nodes, vectors, embedder)
 

@@ -33,7 +33,7 @@ from knowtree_eval.execute import execute
 from knowtree_eval.methods import make_method, parse_methods
 from knowtree_eval.metrics import Tokenizer
 from knowtree_eval.progress import Progress, ProgressSink, TickSink
-from knowtree_eval.report import equivalent_command, render_summary
+from knowtree_eval.report import equivalent_command, headline, render_summary
 from knowtree_eval.results import RESULTS, RUN, SUMMARY, SUMMARY_JSON, load_records, previous_run, write_json
 from knowtree_eval.runtime import Runtime
 from knowtree_eval.summary import headline_numbers, setup_totals, summarize
@@ -310,3 +310,7 @@ def _subset(
     if limit is not None:
         cases = cases[:limit]
     dataset.cases = cases
+
+
+# what `knowtree eval` (knowtree/cli/eval.py) takes from here: the entry point, the files, the headline
+__all__ = ["RESULTS", "SUMMARY", "SUMMARY_JSON", "headline", "run_eval", "versions"]

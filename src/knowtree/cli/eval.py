@@ -71,7 +71,7 @@ def eval_command(
     Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
     """
     from knowtree.cli.app import _run
-    from knowtree_eval import RESULTS, SUMMARY, headline, run_eval
+    from knowtree_eval.runner import RESULTS, SUMMARY, headline, run_eval
 
     bar = _Bar() if not quiet and sys.stderr.isatty() else None
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree.retrieve.hybrid import reciprocal_rank_fusion
+from knowtree_eval.base import CorpusContext
 from knowtree_eval.datasets import load_locomo
-from knowtree_eval.methods import CorpusContext
 
 GRID = [(c, w) for c in (5, 10, 30, 60) for w in (0.2, 0.3, 0.5, 1.0, 1.5, 2.0)]
 

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 from knowtree.retrieve.treesearch import default_params, rank_tree
+from knowtree_eval.base import CorpusContext
 from knowtree_eval.datasets import load_dataset
-from knowtree_eval.methods import CorpusContext, retrieval_metrics
+from knowtree_eval.scoring import retrieval_metrics
 from knowtree_eval.treemethod import TreeMethod
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from knowtree.retrieve.hybrid import reciprocal_rank_fusion
 from knowtree_eval import metrics as m
+from knowtree_eval.base import CorpusContext
 from knowtree_eval.datasets import load_dataset
-from knowtree_eval.methods import CorpusContext, evidence_labels
+from knowtree_eval.scoring import evidence_labels
 
 CS = (5, 10, 20, 30, 60, 100)
 WEIGHTS = (0.0, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0)

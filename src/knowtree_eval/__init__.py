@@ -28,10 +28,15 @@ from knowtree_eval.methods import (
     make_method,
     register_method,
 )
-from knowtree_eval.runner import headline, run_eval, summarize
+from knowtree_eval.report import headline
+from knowtree_eval.results import RESULTS, SUMMARY
+from knowtree_eval.runner import run_eval
+from knowtree_eval.summary import summarize
 
 __all__ = [
     "KINDS",
+    "RESULTS",
+    "SUMMARY",
     "BM25Method",
     "Case",
     "Corpus",

@@ -23,18 +23,10 @@ from typing import Any
 
 from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_hash
 from knowtree_eval import metrics as m
+from knowtree_eval.base import CorpusContext, MethodFactory, MethodParams, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.methods import (
-    CorpusContext,
-    MethodParams,
-    Record,
-    account,
-    answer_metrics,
-    base_record,
-    read_metrics,
-    register_method,
-)
 from knowtree_eval.runtime import answer_from_text
+from knowtree_eval.scoring import account, answer_metrics, base_record, read_metrics
 
 SEP = "\n\n"
 
@@ -87,10 +79,7 @@ class WalkMethod:
         kt = ctx.need_runtime().kt()
         name = tree_name(ctx.corpus)
         report = kt.build_documents(corpus_documents(ctx.corpus), tree=name)
-        usage = ctx.setup_usage.setdefault(self.name, {"calls": 0, "cached": 0, "tokens": 0})
-        usage["calls"] += report.usage.calls
-        usage["cached"] += report.usage.cached
-        usage["tokens"] += report.usage.input_tokens + report.usage.output_tokens
+        ctx.charge_setup(self.name, report.usage)
         self._ranges = passage_ranges(ctx.corpus)
 
     def _nodes(self, ctx: CorpusContext) -> tuple[dict[str, Node], str]:
@@ -268,10 +257,7 @@ class RaptorMethod:
             nodes = build_collapsed_tree(
                 passages, client, embedder, cluster_size=self.cluster_size, seed=self.seed
             )
-            usage = ctx.setup_usage.setdefault(self.name, {"calls": 0, "cached": 0, "tokens": 0})
-            usage["calls"] += client.usage.calls
-            usage["cached"] += client.usage.cached
-            usage["tokens"] += client.usage.input_tokens + client.usage.output_tokens
+            ctx.charge_setup(self.name, client.usage)
         vectors = embedder.embed([n.text for n in nodes])
         self._trees[ctx.corpus.id] = (nodes, vectors, embedder)
 
@@ -302,22 +288,23 @@ class RaptorMethod:
         return record
 
 
-def register() -> None:
-    """Add the LLM methods to the registry (called once, when the registry is first used)."""
-    register_method("walk", lambda p: WalkMethod(name="walk"))
-    register_method("flat", lambda p: WalkMethod(name="flat", flat=True))
-    register_method("memwalker", lambda p: WalkMethod(name="memwalker", metadata=False, verify=False))
-    register_method("search", lambda p: SearchMethod(name="search"))
-    register_method("fulltext", lambda p: FullTextMethod())
-    register_method("raptor", lambda p: RaptorMethod(budget=p.budget, seed=p.seed))
+# the LLM methods by name: the registry (`methods.py`) adds them when it is first used
+FACTORIES: dict[str, MethodFactory] = {
+    "walk": lambda p: WalkMethod(name="walk"),
+    "flat": lambda p: WalkMethod(name="flat", flat=True),
+    "memwalker": lambda p: WalkMethod(name="memwalker", metadata=False, verify=False),
+    "search": lambda p: SearchMethod(name="search"),
+    "fulltext": lambda p: FullTextMethod(),
+    "raptor": lambda p: RaptorMethod(budget=p.budget, seed=p.seed),
+}
 
 
 __all__ = [
+    "FACTORIES",
     "FullTextMethod",
     "MethodParams",
     "RaptorMethod",
     "SearchMethod",
     "WalkMethod",
     "corpus_documents",
-    "register",
 ]

@@ -1,4 +1,4 @@
-"""Eval method `nav`: score-guided navigation (`navigate.nav`) over the same tree and index as `tree`.
+"""Eval method `nav`: score-guided navigation (`knowtree.answer.nav`) over the same tree and index as `tree`.
 
 The tree, index, embedder and scoring are `tree`'s (`TreeMethod`), so the two differ only by the
 model's judgments. Budget metrics (`hit_b1024`…) are computed on the final ranking exactly as for
@@ -14,16 +14,9 @@ import time
 from dataclasses import dataclass, field
 
 from knowtree.answer.nav import NavOptions
+from knowtree_eval.base import CorpusContext, MethodParams, Record
 from knowtree_eval.datasets import Case
-from knowtree_eval.methods import (
-    CorpusContext,
-    MethodParams,
-    Record,
-    account,
-    answer_metrics,
-    base_record,
-    retrieval_metrics,
-)
+from knowtree_eval.scoring import account, answer_metrics, base_record, retrieval_metrics
 from knowtree_eval.treemethod import TreeMethod
 
 

@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from knowtree.llm.base import Message
-from knowtree.prompts import render
 from knowtree.types import content_hash
+from knowtree_eval import prompts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,15 +38,11 @@ class RaptorNode:
     passages: list[str] = field(default_factory=list)  # passage ids under it (itself, for a passage)
 
 
-class _Summary(BaseModel):
-    summary: str = Field(min_length=1)
+class SummaryReply(BaseModel):  # no docstring: it would go into the schema sent
+    summary: str = prompts.capped(900, min_length=1)
 
 
-SUMMARY_SCHEMA = {
-    "type": "object",
-    "properties": {"summary": {"type": "string", "maxLength": 900}},
-    "required": ["summary"],
-}
+SUMMARY_SCHEMA = prompts.reply_schema(SummaryReply)
 
 
 def kmeans(vectors: np.ndarray, k: int, seed: int = 0, iterations: int = 25) -> list[int]:
@@ -88,7 +83,6 @@ def build_collapsed_tree(
     """All nodes of the tree (passages first, then each level's summaries), for collapsed retrieval."""
     nodes = [RaptorNode(id=pid, text=text, level=0, passages=[pid]) for pid, text in passages]
     level_nodes = list(nodes)
-    system = Message(role="system", content=render("system"))
     for level in range(1, max_levels + 1):
         if len(level_nodes) <= cluster_size:
             break
@@ -105,8 +99,8 @@ def build_collapsed_tree(
                 share = summary_chars // len(group)
                 joined = "\n\n".join(n.text[:share] for n in group)
             result = client.structured(
-                [system, Message(role="user", content=render("raptor_summary", text=joined))],
-                _Summary,
+                prompts.messages("raptor_summary", text=joined),
+                SummaryReply,
                 schema=SUMMARY_SCHEMA,
                 purpose="raptor_summary",
                 max_tokens=260,

@@ -12,10 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from knowtree.llm.base import Message
-from knowtree.prompts import render
+from knowtree_eval import prompts
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
@@ -64,16 +63,11 @@ class Runtime:
 
     @contextmanager
     def question(self, kind: str, label: str, detail: str) -> Iterator[tuple[LLMClient, str]]:
-        """A ledger run for one question's calls: yields (client, run id); closes the run either way."""
-        kt = self.kt()
-        kt.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-        run_id = kt.store.start_run(kind, label, detail=detail[:500])
-        status = "failed"
-        try:
-            yield kt.client(run_id), run_id
-            status = "ok"
-        finally:
-            kt.store.finish_run(run_id, status)
+        """A ledger run for one question's calls (`KnowTree.run`): yields (client, run id); closes the
+        run "ok", or "failed" when the question raised."""
+        with self.kt().run(kind, label, detail) as run:
+            assert run.client is not None
+            yield run.client, run.id
 
     def close(self) -> None:
         for kt in (self._judge_kt, self._kt):
@@ -82,22 +76,15 @@ class Runtime:
         self._kt = self._judge_kt = None
 
 
-class _Reply(BaseModel):
-    answer: str = Field(min_length=1)
+class AnswerReply(BaseModel):  # no docstring: it would go into the schema sent
+    answer: str = prompts.capped(400, min_length=1)
 
 
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {"answer": {"type": "string", "maxLength": 400}},
-    "required": ["answer"],
-}
+ANSWER_SCHEMA = prompts.reply_schema(AnswerReply)
 
 
 def answer_from_text(client: LLMClient, question: str, text: str) -> str:
     """One call: the question answered from `text` alone (the reader every retrieval method shares)."""
-    messages = [
-        Message(role="system", content=render("system")),
-        Message(role="user", content=render("eval_answer", text=text, question=question)),
-    ]
-    result = client.structured(messages, _Reply, schema=ANSWER_SCHEMA, purpose="answer", max_tokens=200)
+    messages = prompts.messages("eval_answer", text=text, question=question)
+    result = client.structured(messages, AnswerReply, schema=ANSWER_SCHEMA, purpose="answer", max_tokens=200)
     return result.value.answer.strip()

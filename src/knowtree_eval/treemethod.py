@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from knowtree.retrieve.treescore import ScoreParams
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
+from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.methods import CorpusContext, Record, base_record, retrieval_metrics
+from knowtree_eval.scoring import base_record, retrieval_metrics
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder

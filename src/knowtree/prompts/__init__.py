@@ -12,11 +12,11 @@ from string import Template
 
 
 @cache
-def _template(name: str) -> Template:
-    text = resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
+def _template(name: str, package: str | None = None) -> Template:
+    text = resources.files(package or __package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
     return Template(text)
 
 
-def render(name: str, **values: object) -> str:
-    """Fill template `name` (a file `name.txt` here); a missing value raises KeyError."""
-    return _template(name).substitute({k: str(v) for k, v in values.items()}).strip()
+def render(name: str, *, package: str | None = None, **values: object) -> str:
+    """Fill template `name` (a file `name.txt` here, or in `package`); a missing value raises KeyError."""
+    return _template(name, package).substitute({k: str(v) for k, v in values.items()}).strip()

@@ -26,7 +26,7 @@ from pydantic import BaseModel, StrictInt, create_model
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import Reply, ask, narrowed, one_of, string
-from knowtree.store.docinfo import DocInfo
+from knowtree.records import DocInfo
 from knowtree.types import NavStep, Node, Usage
 
 # fields dropped first when no document matches every filter

@@ -26,8 +26,8 @@ from knowtree.ingest.kb_attributes import compare, describe, keyword_metadata, m
 from knowtree.ingest.kb_inputs import AttributeConfig
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
+from knowtree.records import KBIssue
 from knowtree.retrieve.kbindex import KBIndexes
-from knowtree.store.kb import KBIssue
 
 
 @dataclass

@@ -18,7 +18,7 @@ from knowtree.construct.toc import find_structure
 from knowtree.errors import NotFoundError
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.client import LLMClient
-from knowtree.store.docinfo import DocInfo
+from knowtree.records import DocInfo
 from knowtree.types import Document, Node, Usage
 
 SETTINGS_KEPT = {"node_max_pages", "node_max_chars", "max_children", "taxonomy", "summaries", "structure"}

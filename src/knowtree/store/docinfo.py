@@ -6,30 +6,14 @@ Only the store's public methods (`transaction`, `query`, `update_node_meta`) are
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError
+from knowtree.records import DocInfo, ExpertNote
 from knowtree.store.sqlite import SQLiteStore
+
+__all__ = ["DocInfo", "ExpertNote"]
 from knowtree.types import Node, NodeMeta
-
-
-@dataclass
-class DocInfo:
-    path: str
-    node_id: str
-    description: str = ""
-    meta: dict[str, str] = field(default_factory=dict)
-    pages: int | None = None
-    source: str = ""  # where the structure came from: outline, toc, llm, pages, headings, chunks
-
-
-@dataclass
-class ExpertNote:
-    id: int
-    scope: str
-    text: str
-    created: str
 
 
 def _now() -> str:

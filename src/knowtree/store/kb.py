@@ -9,81 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from knowtree.errors import NotFoundError, UserError
+from knowtree.records import KBChunk, KBCluster, KBIssue, KBRaw, KBRecord, KBTheme
 from knowtree.store.sqlite import SQLiteStore
+
+__all__ = ["KBChunk", "KBCluster", "KBIssue", "KBRaw", "KBRecord", "KBTheme"]
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass
-class KBRecord:
-    name: str
-    domain: str
-    attributes: dict[str, Any]
-    rules: list[dict[str, Any]]
-    settings: dict[str, Any]
-    model: str
-    created: str = ""
-    updated: str = ""
-
-
-@dataclass
-class KBRaw:
-    id: str
-    text: str
-    timestamp: str | None = None
-    cluster_id: str | None = None
-    issue_id: str | None = None
-
-
-@dataclass
-class KBTheme:
-    id: str
-    name: str
-
-
-@dataclass
-class KBCluster:
-    id: str
-    theme_id: str | None
-    seed_raw_id: str
-    centroid: bytes  # float32 vector of the embedder the KB was built with
-    size: int
-
-
-@dataclass
-class KBIssue:
-    id: str
-    kind: str  # "parent" | "child"
-    parent: str | None
-    cluster_id: str
-    title: str
-    metadata: dict[str, str]  # attribute → a value, or "any" (every value)
-    position: int = 0
-    solution: dict[str, Any] | None = None
-    status: str = "pending"  # pending | ok | flagged | ungrounded
-    compliance: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class KBChunk:
-    id: str
-    doc_id: str
-    source: str
-    path: list[str]
-    text: str
-    context: str
-
-    @property
-    def indexed_text(self) -> str:
-        """What retrieval sees: the context, then the chunk (the seed concatenates both)."""
-        return f"{self.context}\n{self.text}"
 
 
 # -- writing -------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from knowtree.construct.kb import chunks as chunking
 from knowtree.construct.kb import cluster, compliance, solutions, subtrees, themes
 from knowtree.ingest.kb_inputs import AttributeConfig, DocSection, RawIssue, Rule
 from knowtree.llm.client import LLMClient
+from knowtree.records import KBChunk, KBCluster, KBIssue, KBRaw, KBTheme
 from knowtree.retrieve import Passage
 from knowtree.retrieve.kbindex import KBIndexes
-from knowtree.store.kb import KBChunk, KBCluster, KBIssue, KBRaw, KBTheme
 from knowtree.types import Usage
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from knowtree.ingest.kb_inputs import DocSection
 from knowtree.ingest.structure import make_document
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
+from knowtree.records import KBChunk
 from knowtree.retrieve import Passage
-from knowtree.store.kb import KBChunk
 
 CHUNK_CHARS = 1500
 

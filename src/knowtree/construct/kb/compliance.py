@@ -19,7 +19,7 @@ from knowtree.construct.kb import solutions
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.store.kb import KBChunk, KBIssue
+from knowtree.records import KBChunk, KBIssue
 
 
 def phrase_in(phrase: str, text: str) -> bool:

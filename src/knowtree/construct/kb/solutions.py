@@ -19,8 +19,8 @@ from knowtree.ingest.kb_attributes import show
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
+from knowtree.records import KBChunk, KBIssue
 from knowtree.retrieve.kbindex import KBIndexes
-from knowtree.store.kb import KBChunk, KBIssue
 from knowtree.text import quote_score
 
 TOP_K = 5

@@ -33,7 +33,7 @@ from knowtree.ingest.kb_attributes import (
 from knowtree.ingest.kb_inputs import ANY, AttributeConfig
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.store.kb import KBIssue
+from knowtree.records import KBIssue
 
 BATCH = 6
 MAX_CHILDREN = 4

@@ -29,13 +29,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import RootModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
 
 from knowtree.llm.base import Message, Request
 from knowtree.llm.client import parse_json_tolerant
 from knowtree.prompts import render
+from knowtree.prompts.reply import reply_schema, system
 from knowtree.retrieve.treesearch import Ranking
 from knowtree.types import Answer, NavStep, Node, Usage
 
@@ -101,14 +103,17 @@ def units_of(ranking: Ranking, rows: dict[str, IndexRow]) -> list[Unit]:
     return list(out.values())
 
 
+@lru_cache(maxsize=64)
+def judge_form(count: int) -> type[BaseModel]:
+    """The reply the judge is asked for with `count` candidates: a grade for each number 1..count,
+    all required, nothing else. Only its schema is sent; the reply is read by `JudgeReply`, which
+    keeps the grades given when some are missing (those units keep their prior)."""
+    fields: dict[str, Any] = {f"c{i}": (Grade, Field(alias=str(i))) for i in range(1, count + 1)}
+    return create_model("JudgeGrades", __config__=ConfigDict(extra="forbid"), **fields)
+
+
 def judge_schema(count: int) -> dict[str, object]:
-    keys = [str(i) for i in range(1, count + 1)]
-    return {
-        "type": "object",
-        "properties": {k: {"type": "string", "enum": list(GRADE_SCORE)} for k in keys},
-        "required": keys,
-        "additionalProperties": False,
-    }
+    return reply_schema(judge_form(count))
 
 
 def _snippet(row: IndexRow | None, options: NavOptions) -> tuple[str, int]:
@@ -136,7 +141,7 @@ def judge(
         lines.append(f"[{i}] {text}")
         shown += n
     messages = [
-        Message(role="system", content=render("system")),
+        system(),
         Message(
             role="user",
             content=render("nav_judge", question=question, count=len(units), candidates="\n".join(lines)),

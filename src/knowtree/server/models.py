@@ -89,9 +89,14 @@ class SearchResult(BaseModel):
 
 class AskRequest(Strict):
     question: str = Field(..., min_length=1, max_length=4000)
-    mode: Literal["walk", "search", "auto", "tree", "agent"] | None = Field(
+    mode: Literal["auto", "walk", "search", "retrieve", "nav", "tree", "agent"] | None = Field(
         None,
-        description="documents: walk | search | auto; conversation memories: tree (default) | agent",
+        description="how the question runs, as on the CLI: auto | walk | search | retrieve (the tree as an"
+        " index, one answer call) | nav (score-guided navigation); default: the server's ask_mode setting."
+        " For memories, tree | agent is still read as the navigator",
+    )
+    navigator: Literal["tree", "agent"] | None = Field(
+        None, description="conversation memories: who walks the memory (tree, the default, or the tool-using agent)"
     )
     strategy: Literal["auto", "describe", "metadata", "semantic"] | None = Field(
         None, description="collections: how documents are picked"

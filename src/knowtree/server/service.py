@@ -207,18 +207,23 @@ class Service:
     ) -> Answer:
         t = self.tree(p, name)
         if t.info.kind == "conversation":
-            if req.mode not in (None, "tree", "agent"):
-                raise Problem(400, f"mode {req.mode!r}: a conversation memory answers in tree or agent mode")
-            mem = self.kt.memory(t.name)
-            return mem.ask(
+            if req.mode in ("walk", "search"):
+                raise Problem(
+                    400, f"mode {req.mode!r}: a conversation memory answers in auto | retrieve | nav mode"
+                    " (navigator tree | agent)"
+                )
+            return self.kt.memory(t.name).ask(
                 req.question,
-                navigator="agent" if req.mode == "agent" else "tree",
+                mode=req.mode,
+                navigator=req.navigator,
                 budget_tokens=req.budget_tokens,
                 on_step=on_step,
                 on_token=on_token,
             )
-        if req.mode in ("tree", "agent"):
-            raise Problem(400, f"mode {req.mode!r} is for conversation memories; documents: walk | search | auto")
+        if req.mode in ("tree", "agent") or req.navigator:
+            raise Problem(
+                400, "tree | agent (navigator) is for conversation memories; documents: auto | walk | search | retrieve | nav"
+            )
         return t.ask(
             req.question,
             on_step=on_step,

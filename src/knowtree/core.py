@@ -92,7 +92,7 @@ class KnowTree:
         self.settings = settings
         if not create and settings.db != ":memory:" and not Path(settings.db).exists():
             raise NotFoundError(
-                f"no knowtree database at {settings.db}: build a tree first (knowtree build PATH)"
+                f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)"
             )
         self.store = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
         self._model: Model | None = model

@@ -1,7 +1,7 @@
 """`knowtree eval KIND PATH --method M[,M...]`: the evaluation harness on the command line.
 
-Kept out of cli.py so the main command stays light: nothing here is imported until `eval` runs.
-Register it with `app.command("eval")(eval_command)`.
+Registered in `app.py` with `app.command("eval")(eval_command)`. `knowtree_eval` (the `eval` extra)
+is imported only when the command runs, so `knowtree --help` neither needs nor loads it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import sys
 from typing import Annotated
 
 import typer
+
+from knowtree.cli.common import run
 
 
 def eval_command(
@@ -70,7 +72,6 @@ def eval_command(
 
     Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
     """
-    from knowtree.cli.app import _run
     from knowtree_eval.runner import RESULTS, SUMMARY, headline, run_eval
 
     bar = _Bar() if not quiet and sys.stderr.isatty() else None
@@ -102,7 +103,7 @@ def eval_command(
             if bar:
                 bar.stop()
 
-    summary = _run(
+    summary = run(
         go, interrupted=f"finished questions are in {out}/{RESULTS}; run the same command again to resume"
     )
     typer.echo(

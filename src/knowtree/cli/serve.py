@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from knowtree.cli.app import DbOpt, JsonOpt, ModelOpt, _err, _open, _run
+from knowtree.cli.common import echo_json, err, open_kt, run
+from knowtree.cli.options import DbOpt, JsonOpt, ModelOpt
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys for `knowtree serve` (one tenant per key group).")
 
@@ -41,7 +41,7 @@ def serve_command(
             from knowtree.server.app import create_app
             from knowtree.server.config import MiB, ServerConfig, is_loopback
         except ImportError:
-            raise _err(_MISSING, 2) from None
+            raise err(_MISSING, 2) from None
         if not is_loopback(host) and not require_keys:
             typer.echo(f"note: {host} is not loopback: every request needs an API key", err=True)
         config = ServerConfig(
@@ -54,11 +54,11 @@ def serve_command(
             rate_burst=burst,
             jobs_worker=not no_worker,
         )
-        kt = _open(db=db, model=model)
+        kt = open_kt(db=db, model=model)
         with kt:
             uvicorn.run(create_app(kt, config), host=host, port=port, log_level=log_level)
 
-    _run(go)
+    run(go)
 
 
 def mcp_command(
@@ -77,8 +77,8 @@ def mcp_command(
             from knowtree.server.mcp_server import build_mcp
             from knowtree.server.service import Service
         except ImportError:
-            raise _err(_MISSING, 2) from None
-        kt = _open(db=db, model=model)
+            raise err(_MISSING, 2) from None
+        kt = open_kt(db=db, model=model)
         service = Service(kt, ServerConfig(allowed_roots=allow_root or [], mcp=False))
         worker = JobWorker(service.jobs, service.run_job)
         worker.start()
@@ -89,7 +89,7 @@ def mcp_command(
             worker.stop()
             kt.close()
 
-    _run(go)
+    run(go)
 
 
 @keys_app.command("create")
@@ -105,15 +105,15 @@ def keys_create(
     def go() -> None:
         from knowtree.server.tenancy import KeyStore
 
-        with _open(db=db) as kt:
+        with open_kt(db=db) as kt:
             key, info = KeyStore(kt.store).create(tenant, label=label, read_only=read_only)
         if as_json:
-            typer.echo(json.dumps({"key": key, **info.__dict__}))
+            echo_json({"key": key, **info.__dict__}, indent=None)
         else:
             typer.echo(f"{key}\n(id {info.id}, tenant {info.tenant}{', read-only' if read_only else ''}; "
                        "store it now: it is not shown again)")
 
-    _run(go)
+    run(go)
 
 
 @keys_app.command("list")
@@ -123,10 +123,10 @@ def keys_list(db: DbOpt = None, tenant: Annotated[str | None, typer.Option()] = 
     def go() -> None:
         from knowtree.server.tenancy import KeyStore
 
-        with _open(db=db, create=False) as kt:
+        with open_kt(db=db, create=False) as kt:
             infos = KeyStore(kt.store).list(tenant)
         if as_json:
-            typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
+            echo_json([i.__dict__ for i in infos])
             return
         if not infos:
             typer.echo("no API keys: knowtree keys create TENANT")
@@ -134,7 +134,7 @@ def keys_list(db: DbOpt = None, tenant: Annotated[str | None, typer.Option()] = 
             state = f"revoked {i.revoked_at}" if i.revoked_at else "active"
             typer.echo(f"{i.id}\t{i.tenant}\t{'read-only' if i.read_only else 'read-write'}\t{state}\t{i.label}")
 
-    _run(go)
+    run(go)
 
 
 @keys_app.command("revoke")
@@ -144,8 +144,8 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id (knowtr
     def go() -> None:
         from knowtree.server.tenancy import KeyStore
 
-        with _open(db=db, create=False) as kt:
+        with open_kt(db=db, create=False) as kt:
             info = KeyStore(kt.store).revoke(key_id)
         typer.echo(f"revoked key {info.id} of tenant {info.tenant}")
 
-    _run(go)
+    run(go)

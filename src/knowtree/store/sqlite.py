@@ -182,7 +182,7 @@ class SQLiteStore:
 
     def _missing(self, name: str) -> str:
         names = self.tree_names()
-        known = ", ".join(names) if names else "none yet: run `knowtree build`"
+        known = ", ".join(names) if names else "none yet: build one with KnowTree.build"
         return f"no tree named {name!r} in {self.path} (trees: {known})"
 
     def load_nodes(self, name: str) -> dict[str, Node]:

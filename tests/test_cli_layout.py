@@ -132,7 +132,9 @@ def test_library_errors_name_python_calls_not_commands() -> None:
         "knowtree check",
         "knowtree check",
     ]
-    assert command_hints(messages[2]).endswith("add to it with `knowtree kb add`, or rebuild it with --replace")
+    assert command_hints(messages[2]).endswith(
+        "add to it with `knowtree kb add`, or rebuild it with --replace"
+    )
     assert command_hints(messages[-1]).endswith("run `knowtree check --db kb.db`")
 
 

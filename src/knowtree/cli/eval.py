@@ -72,9 +72,10 @@ def eval_command(
 
     Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
     """
+    from knowtree.cli.progress import EvalProgress
     from knowtree_eval.runner import RESULTS, SUMMARY, headline, run_eval
 
-    bar = _Bar() if not quiet and sys.stderr.isatty() else None
+    bar = EvalProgress() if not quiet and sys.stderr.isatty() else None
 
     def go() -> dict:
         try:
@@ -112,40 +113,3 @@ def eval_command(
     )
     for line in headline(summary):
         typer.echo(line)
-
-
-class _Bar:
-    """A rich progress bar on stderr: questions done, the metrics so far, elapsed and ETA."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self.task = None
-
-    def tick(self, done: int, total: int, text: str) -> None:
-        if self.task is None:
-            self.progress.start()
-            self.task = self.progress.add_task(text, total=total)
-        self.progress.update(self.task, completed=done, total=total, description=text)
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.progress.stop()

@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -19,9 +20,9 @@ from knowtree.cli.common import HINTS, command_hints
 from knowtree.errors import KnowtreeError, NotFoundError, UserError
 
 SRC = Path(knowtree.__file__).parent
-#: "knowtree COMMAND" for every command of the CLI
+#: "knowtree COMMAND" or "`COMMAND" for every command of the CLI
 CLI_COMMAND = re.compile(
-    r"knowtree (build|ask|show|trees|rm|ledger|sample|models|eval|export|import|serve|mcp|check|chat"
+    r"(knowtree |`)(build|ask|show|trees|rm|ledger|sample|models|eval|export|import|serve|mcp|check|chat"
     r"|expert|keys|kb)\b"
 )
 
@@ -75,6 +76,7 @@ def test_shared_options_are_declared_once() -> None:
 
 def library_messages() -> list[str]:
     """The library's messages that used to name a command, raised or returned through Python."""
+    from knowtree.construct.kb.cluster import MAX_ISSUES, agglomerate
     from knowtree.store import SQLiteStore
     from knowtree.store.guard import describe_sqlite_error, preflight
     from knowtree.store.kb import KBRecord, create_kb
@@ -97,6 +99,9 @@ def library_messages() -> list[str]:
     messages.append(str(busy_error("kb.db", sqlite3.OperationalError("database is locked"), 5)))
     store.close()
     messages.append(describe_sqlite_error(sqlite3.DatabaseError("database disk image is malformed")))
+    with pytest.raises(UserError) as too_many:
+        agglomerate(SimpleNamespace(shape=(MAX_ISSUES + 1, MAX_ISSUES + 1)), 0.5)  # type: ignore[arg-type]
+    messages.append(str(too_many.value))
     truncate("kb.db")
     with pytest.raises(KnowtreeError) as damaged:
         preflight("kb.db")
@@ -130,6 +135,7 @@ def test_library_errors_name_python_calls_not_commands() -> None:
         "knowtree kb",
         "knowtree ledger",
         "knowtree check",
+        "`kb",
         "knowtree check",
     ]
     assert command_hints(messages[2]).endswith(

@@ -38,6 +38,7 @@ HINTS: list[tuple[str, Any]] = [
         r"add to it with KB\.add, or rebuild it with replace=True",
         "add to it with `knowtree kb add`, or rebuild it with --replace",
     ),
+    (r"add the rest with KB\.add", "add the rest with `kb add`"),
 ]
 
 

@@ -1,10 +1,10 @@
 """The `knowtree` command: thin, parse → settings → pipeline → print.
 
-This module only builds the typer app and registers the command modules, one per group:
-`trees` (build, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`, `docs`
-(export, import, expert), `serve` (serve, mcp, keys), `chat`, `kb`. Shared options live in
-`options.py`, shared helpers (errors, opening the database, printing) in `common.py`; nothing
-imports this module except the console script (`knowtree.cli.app:main`).
+This module only builds the typer app and registers the command modules, one per group of
+commands: `trees` (build, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
+`docs` (export, import), `serve` (serve, mcp), and the sub-commands `chat`, `expert`, `keys`, `kb`.
+Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
+`common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
 
 Errors a user can fix print one line naming the file or setting, and exit non-zero; no tracebacks
 unless KNOWTREE_DEBUG=1.
@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli import admin, chat, docs, kb, serve, trees
+from knowtree.cli import admin, chat, docs, expert, kb, keys, serve, trees
 from knowtree.cli.eval import eval_command
 
 app = typer.Typer(
@@ -64,8 +64,8 @@ for _name, _command in (
 ):
     app.command(_name)(_command)
 app.add_typer(chat.chat_app, name="chat")
-app.add_typer(docs.expert_app, name="expert")
-app.add_typer(serve.keys_app, name="keys")
+app.add_typer(expert.expert_app, name="expert")
+app.add_typer(keys.keys_app, name="keys")
 app.add_typer(kb.kb_app, name="kb")
 
 

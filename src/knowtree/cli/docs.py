@@ -1,4 +1,4 @@
-"""CLI commands for structured documents: `export`, `import`, `expert add/list/remove`."""
+"""`knowtree export` and `knowtree import`: trees as PageIndex-style JSON, memories as ChatIndex-style."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli.app import DbOpt, JsonOpt, _open, _run
-
-expert_app = typer.Typer(help="Expert notes: where to look for which questions, per tree or for all ('*').")
+from knowtree.cli.common import echo_json, open_kt, run
+from knowtree.cli.options import DbOpt, TreeArg
 
 
 def export_command(
-    tree: Annotated[str, typer.Argument(help="tree name")],
+    tree: TreeArg,
     db: DbOpt = None,
     format: Annotated[
         str, typer.Option("--format", help="pageindex | chatindex (conversation memories)")
@@ -29,7 +28,7 @@ def export_command(
     def go() -> None:
         if format not in ("pageindex", "chatindex"):
             raise UserError(f"unknown export format {format!r} (known: pageindex, chatindex)")
-        with _open(db=db, create=False) as kt:
+        with open_kt(db=db, create=False) as kt:
             t = kt.tree(tree)
             if format == "chatindex":
                 from knowtree.interop.chatindex import export_memory
@@ -43,13 +42,13 @@ def export_command(
                     kt.store.load_messages(tree),
                     max_children=int(settings.get("max_children") or kt.settings.max_children),  # type: ignore[call-overload]
                 )
-                typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+                echo_json(data, ensure_ascii=False)
                 return
             descriptions = {i.path: i.description for i in doc_infos(kt.store, tree)}
             data = export_tree(t.nodes, t.root.id, name=tree, descriptions=descriptions, with_text=text)
         typer.echo(dumps(data))
 
-    _run(go)
+    run(go)
 
 
 def import_command(
@@ -73,7 +72,7 @@ def import_command(
         except json.JSONDecodeError as exc:
             raise InputError(file, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         nodes, root_id, docs = import_tree(data, file)
-        with _open(db=db) as kt:
+        with open_kt(db=db) as kt:
             from knowtree.building import check_target
 
             check_target(kt.store, tree, kind="document", replace=replace, action=f"importing {file}")
@@ -100,66 +99,4 @@ def import_command(
             )
         typer.echo(f"imported tree {tree!r}: {len(nodes)} nodes from {file}")
 
-    _run(go)
-
-
-@expert_app.command("add")
-def expert_add(
-    text: Annotated[str, typer.Argument(help='the note, e.g. "for EBITDA adjustments look at MD&A"')],
-    tree: Annotated[
-        str, typer.Option("--tree", "-t", help="the tree (or collection) it is for; '*' for all")
-    ] = "*",
-    db: DbOpt = None,
-) -> None:
-    """Add an expert note; it is shown to the navigator for questions it matches."""
-    from knowtree.store.docinfo import add_expert
-
-    def go() -> None:
-        with _open(db=db, create=False) as kt:
-            if tree != "*":
-                kt.store.tree_info(tree)  # an unknown tree is an error, not a silent note
-            note = add_expert(kt.store, tree, text)
-        typer.echo(f"added expert note {note.id} for {tree!r}")
-
-    _run(go)
-
-
-@expert_app.command("list")
-def expert_list(
-    tree: Annotated[
-        str | None, typer.Option("--tree", "-t", help="only notes that apply to this tree")
-    ] = None,
-    db: DbOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """List expert notes."""
-    from knowtree.store.docinfo import list_experts
-
-    def go() -> None:
-        with _open(db=db, create=False) as kt:
-            notes = list_experts(kt.store, tree)
-        if as_json:
-            typer.echo(json.dumps([n.__dict__ for n in notes], indent=2))
-            return
-        if not notes:
-            typer.echo("no expert notes yet: knowtree expert add TEXT --tree NAME")
-        for n in notes:
-            typer.echo(f"{n.id}\t{n.scope}\t{n.text}")
-
-    _run(go)
-
-
-@expert_app.command("remove")
-def expert_remove(
-    note_id: Annotated[int, typer.Argument(help="the note's id (see `knowtree expert list`)")],
-    db: DbOpt = None,
-) -> None:
-    """Remove an expert note."""
-    from knowtree.store.docinfo import remove_expert
-
-    def go() -> None:
-        with _open(db=db, create=False) as kt:
-            remove_expert(kt.store, note_id)
-        typer.echo(f"removed expert note {note_id}")
-
-    _run(go)
+    run(go)

@@ -1,7 +1,7 @@
 """`knowtree eval KIND PATH --method M[,M...]`: the evaluation harness on the command line.
 
-Kept out of cli.py so the main command stays light: nothing here is imported until `eval` runs.
-Register it with `app.command("eval")(eval_command)`.
+Registered in `app.py` with `app.command("eval")(eval_command)`. `knowtree_eval` (the `eval` extra)
+is imported only when the command runs, so `knowtree --help` neither needs nor loads it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import sys
 from typing import Annotated
 
 import typer
+
+from knowtree.cli.common import run
 
 
 def eval_command(
@@ -70,10 +72,10 @@ def eval_command(
 
     Running the same command again resumes: questions already in OUT/results.jsonl are not re-asked.
     """
-    from knowtree.cli.app import _run
+    from knowtree.cli.progress import EvalProgress
     from knowtree_eval.runner import RESULTS, SUMMARY, headline, run_eval
 
-    bar = _Bar() if not quiet and sys.stderr.isatty() else None
+    bar = EvalProgress() if not quiet and sys.stderr.isatty() else None
 
     def go() -> dict:
         try:
@@ -102,7 +104,7 @@ def eval_command(
             if bar:
                 bar.stop()
 
-    summary = _run(
+    summary = run(
         go, interrupted=f"finished questions are in {out}/{RESULTS}; run the same command again to resume"
     )
     typer.echo(
@@ -111,40 +113,3 @@ def eval_command(
     )
     for line in headline(summary):
         typer.echo(line)
-
-
-class _Bar:
-    """A rich progress bar on stderr: questions done, the metrics so far, elapsed and ETA."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self.task = None
-
-    def tick(self, done: int, total: int, text: str) -> None:
-        if self.task is None:
-            self.progress.start()
-            self.task = self.progress.add_task(text, total=total)
-        self.progress.update(self.task, completed=done, total=total, description=text)
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.progress.stop()

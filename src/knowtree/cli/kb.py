@@ -1,30 +1,18 @@
 """`knowtree kb build|add|ask|show|export`: knowledge bases (AutoKB) from raw issues and documents.
 
-Kept out of cli.py; registered there with one `app.add_typer(kb_app, name="kb")`.
+Registered in `app.py` with `app.add_typer(kb_app, name="kb")`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from knowtree.errors import KnowtreeError, UserError
-
-# the main CLI's shared options, declared here too so this module does not import cli.py (no cycle)
-DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model", "-m", help="local | openai:MODEL[@URL] | ollama:MODEL | anthropic:MODEL | keyword"
-    ),
-]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="CPU threads for the embedded model")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+from knowtree.cli.common import echo_json, echo_report, open_kt, run
+from knowtree.cli.options import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt
+from knowtree.errors import UserError
 
 kb_app = typer.Typer(
     name="kb",
@@ -34,39 +22,15 @@ kb_app = typer.Typer(
 )
 
 EmbedderOpt = Annotated[str | None, typer.Option("--embedder", help="static (default) | hash[:DIM] (tests)")]
+NameArg = Annotated[str, typer.Argument(help="knowledge base name")]
 
-
-def _guard(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except KnowtreeError as exc:
-        if os.environ.get("KNOWTREE_DEBUG"):
-            raise
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1 if isinstance(exc, UserError) else 3) from None
-    except KeyboardInterrupt:
-        typer.echo(
-            "error: interrupted: finished model calls are cached, run the same command again", err=True
-        )
-        raise typer.Exit(130) from None
-
-
-def _kt(
-    db: str | None,
-    model: str | None = None,
-    base_url: str | None = None,
-    threads: int | None = None,
-    *,
-    create: bool = True,
-) -> Any:
-    from knowtree.core import KnowTree
-
-    return KnowTree(db=db, model=model, base_url=base_url, threads=threads, create=create)
+#: what an interrupted kb command says (its model calls are cached like a build's)
+_INTERRUPTED = "finished model calls are cached, run the same command again"
 
 
 @kb_app.command("build")
 def build(
-    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    name: NameArg,
     issues: Annotated[str, typer.Option("--issues", help="raw issues: JSONL or CSV")],
     docs: Annotated[
         list[str],
@@ -91,7 +55,7 @@ def build(
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,
     embedder: EmbedderOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build a knowledge base: chunks, themes, clusters, parent/child issues, (eager) solutions."""
@@ -101,7 +65,8 @@ def build(
         options: dict[str, Any] = {"context": context}
         if threshold is not None:
             options["threshold"] = threshold
-        with _kt(db, model, base_url, threads) as kt, BuildProgress(enabled=not quiet) as bar:
+        kt = open_kt(db=db, model=model, base_url=base_url, threads=threads)
+        with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.kb(name, embedder=embedder).build(
                 issues=issues,
                 docs=docs,
@@ -113,21 +78,14 @@ def build(
                 on_client=bar.attach,
                 **options,
             )
-        _report(report, as_json)
+        echo_report(report, as_json)
 
-    _guard(go)
-
-
-def _report(report: Any, as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps({**report.__dict__, "usage": report.usage.model_dump()}, indent=2))
-    else:
-        typer.echo(report.line())
+    run(go, interrupted=_INTERRUPTED)
 
 
 @kb_app.command("add")
 def add(
-    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    name: NameArg,
     issues: Annotated[str | None, typer.Option("--issues", help="new raw issues: JSONL or CSV")] = None,
     docs: Annotated[
         list[str] | None, typer.Option("--docs", help="new domain documents (repeatable)")
@@ -136,19 +94,20 @@ def add(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add raw issues (they join clusters or open new ones) and/or documents (affected solutions re-grounded)."""
     from knowtree.cli.progress import BuildProgress
 
     def go() -> None:
-        with _kt(db, model, base_url, threads, create=False) as kt, BuildProgress(enabled=not quiet) as bar:
+        kt = open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False)
+        with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.kb(name).add(
                 issues=issues, docs=docs or None, progress=bar.update, on_client=bar.attach
             )
         if as_json:
-            _report(report, True)
+            echo_report(report, True)
         else:
             typer.echo(
                 f"added to {name!r}: {report.raw_issues} new raw issues ({report.joined} joined existing clusters, "
@@ -157,12 +116,12 @@ def add(
                 f"to re-ground; {report.usage.calls} model calls, {report.seconds:.1f}s"
             )
 
-    _guard(go)
+    run(go, interrupted=_INTERRUPTED)
 
 
 @kb_app.command("ask")
 def ask(
-    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    name: NameArg,
     query: Annotated[str, typer.Argument(help="the user's issue")],
     k: Annotated[int, typer.Option("--k", help="semantic top-k issues checked by metadata")] = 5,
     metadata: Annotated[str, typer.Option("--metadata", help="model | keywords | none")] = "model",
@@ -179,11 +138,11 @@ def ask(
     """Answer a user's issue: the matched KB issue, match type, metadata, solution and citations."""
 
     def go() -> None:
-        with _kt(db, model, base_url, threads, create=False) as kt:
+        with open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False) as kt:
             answer = kt.kb(name).ask(query, k=k, metadata=metadata, solve=not no_solution)
         data = answer.to_dict()
         if as_json:
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            echo_json(data, ensure_ascii=False)
             return
         issue = data["issue"]
         if issue is None:
@@ -202,22 +161,22 @@ def ask(
             for step in data["trace"]:
                 typer.echo(f"  · {json.dumps(step, ensure_ascii=False)}")
 
-    _guard(go)
+    run(go, interrupted=_INTERRUPTED)
 
 
 @kb_app.command("show")
 def show(
-    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    name: NameArg,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Themes → parent issues → child issues, with metadata, solution status and compliance."""
 
     def go() -> None:
-        with _kt(db, create=False) as kt:
+        with open_kt(db=db, create=False) as kt:
             data = kt.kb(name).show()
         if as_json:
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            echo_json(data, ensure_ascii=False)
             return
         typer.echo(
             f"{data['name']}: {data['domain']} — {data['raw_issues']} raw issues, {data['chunks']} chunks"
@@ -233,7 +192,7 @@ def show(
                         f"      ○ {c['title']}  [{_meta(c['metadata'])}; {c['raw_issues']} raw; {_status(c)}]"
                     )
 
-    _guard(go)
+    run(go, interrupted=_INTERRUPTED)
 
 
 def _meta(meta: dict[str, str]) -> str:
@@ -249,7 +208,7 @@ def _status(node: dict[str, Any]) -> str:
 
 @kb_app.command("export")
 def export(
-    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    name: NameArg,
     fmt: Annotated[str, typer.Option("--format", help="jsonl | json")] = "jsonl",
     db: DbOpt = None,
 ) -> None:
@@ -258,12 +217,12 @@ def export(
     def go() -> None:
         if fmt not in ("jsonl", "json"):
             raise UserError(f"unknown format {fmt!r} (jsonl | json)")
-        with _kt(db, create=False) as kt:
+        with open_kt(db=db, create=False) as kt:
             rows = kt.kb(name).export()
         if fmt == "json":
-            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            echo_json(rows, ensure_ascii=False)
         else:
             for row in rows:
                 typer.echo(json.dumps(row, ensure_ascii=False))
 
-    _guard(go)
+    run(go, interrupted=_INTERRUPTED)

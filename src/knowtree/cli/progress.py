@@ -1,4 +1,5 @@
-"""Build progress for the CLI: a rich bar on a terminal, plain lines in logs (CI, redirects)."""
+"""Progress for the CLI: a build's (a rich bar on a terminal, plain lines in logs: CI, redirects) and
+an evaluation's (`EvalProgress`, a rich bar on stderr)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,40 @@ class BuildProgress:
             file=sys.stderr,
             flush=True,
         )
+
+
+class EvalProgress:
+    """A rich progress bar on stderr: questions done, the metrics so far, elapsed and ETA."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self.task = None
+
+    def tick(self, done: int, total: int, text: str) -> None:
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=total)
+        self.progress.update(self.task, completed=done, total=total, description=text)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.stop()

@@ -1,16 +1,14 @@
-"""`knowtree serve` (HTTP API + web UI + MCP over HTTP), `knowtree mcp` (MCP over stdio) and
-`knowtree keys create|list|revoke` (API keys of the server's tenants)."""
+"""`knowtree serve` (HTTP API + web UI + MCP over HTTP) and `knowtree mcp` (MCP over stdio); the
+server's API keys are `keys.py`."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from knowtree.cli.app import DbOpt, JsonOpt, ModelOpt, _err, _open, _run
-
-keys_app = typer.Typer(no_args_is_help=True, help="API keys for `knowtree serve` (one tenant per key group).")
+from knowtree.cli.common import err, open_kt, run
+from knowtree.cli.options import DbOpt, ModelOpt
 
 _MISSING = 'the server needs its extra: pip install "knowtree[server]"'
 
@@ -41,7 +39,7 @@ def serve_command(
             from knowtree.server.app import create_app
             from knowtree.server.config import MiB, ServerConfig, is_loopback
         except ImportError:
-            raise _err(_MISSING, 2) from None
+            raise err(_MISSING, 2) from None
         if not is_loopback(host) and not require_keys:
             typer.echo(f"note: {host} is not loopback: every request needs an API key", err=True)
         config = ServerConfig(
@@ -54,11 +52,11 @@ def serve_command(
             rate_burst=burst,
             jobs_worker=not no_worker,
         )
-        kt = _open(db=db, model=model)
+        kt = open_kt(db=db, model=model)
         with kt:
             uvicorn.run(create_app(kt, config), host=host, port=port, log_level=log_level)
 
-    _run(go)
+    run(go)
 
 
 def mcp_command(
@@ -77,8 +75,8 @@ def mcp_command(
             from knowtree.server.mcp_server import build_mcp
             from knowtree.server.service import Service
         except ImportError:
-            raise _err(_MISSING, 2) from None
-        kt = _open(db=db, model=model)
+            raise err(_MISSING, 2) from None
+        kt = open_kt(db=db, model=model)
         service = Service(kt, ServerConfig(allowed_roots=allow_root or [], mcp=False))
         worker = JobWorker(service.jobs, service.run_job)
         worker.start()
@@ -89,63 +87,4 @@ def mcp_command(
             worker.stop()
             kt.close()
 
-    _run(go)
-
-
-@keys_app.command("create")
-def keys_create(
-    tenant: Annotated[str, typer.Argument(help="tenant the key acts for (lowercase letters, digits, - _)")],
-    db: DbOpt = None,
-    label: Annotated[str, typer.Option(help="a note to recognise the key by")] = "",
-    read_only: Annotated[bool, typer.Option("--read-only", help="the key can read and ask, not change")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Create an API key (printed once: only its hash is stored)."""
-
-    def go() -> None:
-        from knowtree.server.tenancy import KeyStore
-
-        with _open(db=db) as kt:
-            key, info = KeyStore(kt.store).create(tenant, label=label, read_only=read_only)
-        if as_json:
-            typer.echo(json.dumps({"key": key, **info.__dict__}))
-        else:
-            typer.echo(f"{key}\n(id {info.id}, tenant {info.tenant}{', read-only' if read_only else ''}; "
-                       "store it now: it is not shown again)")
-
-    _run(go)
-
-
-@keys_app.command("list")
-def keys_list(db: DbOpt = None, tenant: Annotated[str | None, typer.Option()] = None, as_json: JsonOpt = False) -> None:
-    """List API keys (ids, tenants, flags; never the keys)."""
-
-    def go() -> None:
-        from knowtree.server.tenancy import KeyStore
-
-        with _open(db=db, create=False) as kt:
-            infos = KeyStore(kt.store).list(tenant)
-        if as_json:
-            typer.echo(json.dumps([i.__dict__ for i in infos], indent=2))
-            return
-        if not infos:
-            typer.echo("no API keys: knowtree keys create TENANT")
-        for i in infos:
-            state = f"revoked {i.revoked_at}" if i.revoked_at else "active"
-            typer.echo(f"{i.id}\t{i.tenant}\t{'read-only' if i.read_only else 'read-write'}\t{state}\t{i.label}")
-
-    _run(go)
-
-
-@keys_app.command("revoke")
-def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id (knowtree keys list)")], db: DbOpt = None) -> None:
-    """Revoke an API key: requests with it get 401 from now on."""
-
-    def go() -> None:
-        from knowtree.server.tenancy import KeyStore
-
-        with _open(db=db, create=False) as kt:
-            info = KeyStore(kt.store).revoke(key_id)
-        typer.echo(f"revoked key {info.id} of tenant {info.tenant}")
-
-    _run(go)
+    run(go)

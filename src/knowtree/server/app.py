@@ -1,7 +1,7 @@
 """The ASGI app: `create_app(kt, config)` → FastAPI with the REST API under /v1, offline docs at /docs,
 the web tree browser at /ui and the MCP endpoint at /mcp.
 
-    uvicorn: `knowtree serve` (cli_serve.py) · tests: `httpx.ASGITransport(app=create_app(...))`
+    uvicorn: `knowtree serve` (cli/serve.py) · tests: `httpx.ASGITransport(app=create_app(...))`
 """
 
 from __future__ import annotations

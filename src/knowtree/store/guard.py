@@ -73,13 +73,14 @@ def preflight(path: str) -> bool:
     if truncated and not Path(f"{path}-wal").exists():  # pages in a WAL file may not be in the main file yet
         raise DamagedDatabaseError(
             f"{path}: damaged database (truncated: {truncated}); nothing was written to it: "
-            f"run `knowtree check --db {path}`"
+            f"check it with knowtree.store.guard.full_check({path!r})"
         )
     try:
         info = _inspect(path, quick=size <= QUICK_CHECK_MAX_BYTES)
     except sqlite3.DatabaseError as exc:
         raise DamagedDatabaseError(
-            f"{path}: damaged database ({exc}); nothing was written to it: run `knowtree check --db {path}`"
+            f"{path}: damaged database ({exc}); nothing was written to it: "
+            f"check it with knowtree.store.guard.full_check({path!r})"
         ) from exc
     if info.application_id not in (0, APPLICATION_ID):
         raise ForeignDatabaseError(
@@ -95,7 +96,7 @@ def preflight(path: str) -> bool:
     if info.problems:
         raise DamagedDatabaseError(
             f"{path}: damaged database ({info.problems[0]}); nothing was written to it: "
-            f"run `knowtree check --db {path}`"
+            f"check it with knowtree.store.guard.full_check({path!r})"
         )
     return not info.tables
 
@@ -232,7 +233,10 @@ def describe_sqlite_error(exc: Exception) -> str:
     """One line for an SQLite error that escaped the store's own checks (the CLI prints it)."""
     text = str(exc)
     if any(w in text for w in ("malformed", "corrupt", "not a database", "disk image")):
-        return f"the database is damaged ({text}): run `knowtree check` (the file is left as it is)"
+        return (
+            f"the database is damaged ({text}): check it with knowtree.store.guard.full_check"
+            " (the file is left as it is)"
+        )
     if "locked" in text or "busy" in text:
         return f"the database is busy ({text}): another process holds its write lock; try again later"
     return f"database error: {text}"

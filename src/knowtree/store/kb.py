@@ -31,8 +31,8 @@ def create_kb(store: SQLiteStore, record: KBRecord, *, replace: bool = False) ->
         row = c.execute("SELECT created FROM kbs WHERE name = ?", (record.name,)).fetchone()
         if row and not replace:
             raise UserError(
-                f"a knowledge base named {record.name!r} already exists: add to it with `knowtree kb add`,"
-                " or rebuild it with --replace"
+                f"a knowledge base named {record.name!r} already exists: add to it with KB.add,"
+                " or rebuild it with replace=True"
             )
         if row:
             for table in ("kb_raw_issues", "kb_themes", "kb_clusters", "kb_issues", "kb_chunks"):

@@ -60,7 +60,7 @@ def busy_error(path: str, exc: sqlite3.OperationalError, timeout: float) -> Stor
     if "locked" in text or "busy" in text:
         return StoreError(
             f"{path}: database is busy: another process held its write lock for over {timeout:.0f}s "
-            "(see `knowtree ledger` for running builds); try again when it finishes, or raise "
+            "(see the ledger of runs for running builds); try again when it finishes, or raise "
             "KNOWTREE_BUSY_TIMEOUT"
         )
     return StoreError(f"{path}: database error ({text})")

@@ -200,7 +200,7 @@ class SQLiteStore:
     def missing_message(self, name: str) -> str:
         """The message of the NotFoundError for a missing tree: it names the trees there are."""
         names = self.tree_names()
-        known = ", ".join(names) if names else "none yet: run `knowtree build`"
+        known = ", ".join(names) if names else "none yet: build one with KnowTree.build"
         return f"no tree named {name!r} in {self.path} (trees: {known})"
 
     _missing = missing_message  # the old private name (memory.py still calls it)

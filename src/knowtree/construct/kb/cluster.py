@@ -104,7 +104,7 @@ def agglomerate(sim: np.ndarray, threshold: float, *, max_size: int = 0) -> list
     n = sim.shape[0]
     if n > MAX_ISSUES:
         raise UserError(
-            f"{n} raw issues: clustering handles up to {MAX_ISSUES} at once; add the rest with `kb add`"
+            f"{n} raw issues: clustering handles up to {MAX_ISSUES} at once; add the rest with KB.add"
         )
     if n == 0:
         return []

@@ -4,6 +4,9 @@ kt = knowtree.open("kb.db")
 kt.build(["docs/"], tree="docs")
 answer = kt.tree("docs").ask("Who decided to use PostgreSQL, and why?")
 print(answer.answer, answer.status, answer.citations)
+
+The public face: `open`, `KnowTree`, `Tree`, `Memory`, the data types and the errors. Importing it
+loads no model, no test fake and no evaluation code (tests/test_architecture.py checks that).
 """
 
 from knowtree.config import Settings

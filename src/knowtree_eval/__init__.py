@@ -4,6 +4,8 @@
     summary = run_eval("hotpotqa", "hotpotqa_dev.json", "bm25", "eval-out", limit=20)
 
 Nothing here loads a model unless a method that needs one is asked for.
+A separate package beside knowtree (the `eval` extra): it may import any knowtree module below the
+CLI; nothing in knowtree imports it except the `knowtree eval` command.
 """
 
 from knowtree_eval.datasets import (

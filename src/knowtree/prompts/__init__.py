@@ -2,6 +2,8 @@
 
 Keeping them out of the code makes them reviewable and diffable, and every template's text is part of
 the cache key of the calls it produces, so editing one invalidates exactly the calls it shaped.
+`prompts.reply` renders a template, calls the client and validates the reply (schema derived from
+its pydantic model). May import: llm (message types), text, types, errors.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Passage ids are chosen so gold evidence can be compared with what a method retri
 | jsonl        | the line's documents            | doc id, or `doc#i`    | doc or passage ids  |
 
 Malformed input raises `InputError` naming the file and the record, never a KeyError deep inside.
+May import: knowtree.ingest, knowtree.errors, knowtree.types (no model, no store).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ replies, derived from the pydantic reply classes.
 
 They live with the harness because knowtree itself never uses them. Rendering is knowtree's own
 (`knowtree.prompts.render`, `$name` placeholders), pointed at this package; the system prompt is
-knowtree's, so every method is asked in the same voice.
+knowtree's, so every method is asked in the same voice. May import: knowtree.prompts, knowtree.llm.
 """
 
 from __future__ import annotations

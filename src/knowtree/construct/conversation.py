@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowtree.construct.metadata import cap_summary, merge_ranked
 from knowtree.construct.forget import Forgetting
+from knowtree.construct.metadata import cap_summary, merge_ranked
 from knowtree.construct.rebalance import Rebalancing
 from knowtree.construct.topic_calls import MESSAGE, SESSION, TOPIC, TopicCalls
 from knowtree.ingest.chat import ChatMessage, sessions_of

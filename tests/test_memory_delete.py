@@ -107,3 +107,19 @@ def test_cli_chat_rm_message(kt: KnowTree, tmp_path: Path) -> None:
     assert text.exit_code == 0 and "message 5 deleted" in text.output
     missing = runner.invoke(app, ["chat", "rm", "chat", "--message", "4", "--model", "keyword", "--db", db])
     assert missing.exit_code == 1 and "no message at position 4" in missing.output
+
+
+def test_importing_the_same_file_again_skips_what_was_stored_and_what_was_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in _chat()))
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as k:
+        mem = k.memory("chat")
+        mem.add_file(path)
+        mem.delete_message(4)
+        mem.delete_message(12)  # the last one too
+        again = mem.add_file(path)
+        assert again.added == 0 and again.skipped == 12 and again.messages == 10
+        with path.open("a") as f:
+            f.write(json.dumps({"role": "user", "content": "A new one."}) + "\n")
+        more = mem.add_file(path)
+        assert more.added == 1 and [int(r["position"]) for r in mem.messages()][-1] == 13

@@ -105,3 +105,28 @@ def test_kb_upload_build_and_mcp_kb_ask(client: TestClient, tmp_path: Path) -> N
     call["params"]["arguments"]["kb"] = "nope"
     out = c.post("/mcp", headers=MCP_HEADERS, json=call).json()["result"]
     assert out["isError"] and "yours: up" in json.dumps(out)
+
+
+def test_kb_build_job_cancels_and_resumes_after_a_dead_server(tmp_path: Path) -> None:
+    from knowtree.store import kb as kbstore
+    from knowtree.store.kb import KBRecord
+
+    files = write_inputs(tmp_path)
+    body = {"issues": files["issues"], "docs": [files["docs"]], "attributes": files["attributes"],
+            "rules": files["rules"], "embedder": "hash"}
+    app = make_app(tmp_path, jobs_worker=False)
+    svc = app.state.service
+    with TestClient(app, base_url="http://127.0.0.1:8080") as c:
+        queued = c.post("/v1/kbs/gone/build", json=body).json()
+        assert queued["state"] == "queued"
+        assert c.post(f"/v1/jobs/{queued['id']}/cancel").json()["state"] == "cancelled"
+        job = c.post("/v1/kbs/hp/build", json=body).json()
+    # a server died while building: the job was running and left a half-built KB behind
+    claimed = svc.jobs.claim_next()
+    assert claimed.id == job["id"] and claimed.attempts == 1
+    kbstore.create_kb(svc.kt.store, KBRecord("hp", "half", {}, [], {"embedder": "hash"}, "keyword"))
+    assert svc.jobs.requeue_orphans() == 1
+    with TestClient(make_app(tmp_path), base_url="http://127.0.0.1:8080") as c:  # restarted: the worker resumes it
+        done = wait_job(c, job["id"])
+        assert done["state"] == "done" and done["attempts"] == 2 and done["report"]["raw_issues"] == 7
+        assert c.get("/v1/kbs/hp").json()["domain"] == "wireless headphones support"

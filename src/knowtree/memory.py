@@ -152,12 +152,13 @@ class Memory:
         if self.exists:
             self._check_kind()
             stored = self.kt.store.load_messages(self.name)
+            given = self._load().count  # the highest position given out (deleted messages included)
             if (
                 stored
-                and len(stored) <= len(msgs)
-                and all(_same(row, m) for row, m in zip(stored, msgs, strict=False))
+                and given <= len(msgs)
+                and all(_same(row, msgs[int(row["position"]) - 1]) for row in stored)  # type: ignore[call-overload]
             ):
-                skip = len(stored)
+                skip = given  # by position: a message deleted since is not imported again
         if skip == len(msgs):  # nothing new: not an error, and nothing is recorded
             tree = self._load()
             return AddReport(

@@ -123,3 +123,16 @@ def test_importing_the_same_file_again_skips_what_was_stored_and_what_was_delete
             f.write(json.dumps({"role": "user", "content": "A new one."}) + "\n")
         more = mem.add_file(path)
         assert more.added == 1 and [int(r["position"]) for r in mem.messages()][-1] == 13
+
+
+def test_deleting_every_message_leaves_none_of_their_words(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as k:
+        mem = k.memory("m")
+        mem.add(_chat(), batch_size=3)
+        for p in (4, 1, 12, 7, 2, 3, 5, 6, 8, 9, 10, 11):
+            mem.delete_message(p)
+        words = _everything(tmp_path / "kb.db")
+        assert SECRET not in words and "garden" not in words and "marathon" not in words
+        assert k.tree("m").info.nodes == 1 and mem.messages() == []
+        mem.add([{"role": "user", "content": "Starting over."}])
+        assert [r["position"] for r in mem.messages()] == [13]

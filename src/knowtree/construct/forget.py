@@ -100,8 +100,15 @@ class Forgetting:
             leaf_id, current = current, up
         if any(n in step.removed for n in self.path):  # the current path ends above what went
             self.path = self.path[: next(i for i, n in enumerate(self.path) if n in step.removed)]
+        root = self.nodes[current]
+        if current == self.root_id and not root.children:  # nothing left: the root describes nothing
+            root.meta = NodeMeta(title=root.meta.title, content_types=root.meta.content_types)
+            root.level = 1
+            refreshed_root = [current]
+        else:
+            refreshed_root = []
         by_node = {str(r["node_id"]): r for r in rows}
-        refreshed: list[str] = []
+        refreshed: list[str] = list(refreshed_root)
         node = self.nodes[current]
         if node.children and self.nodes[node.children[0]].is_leaf and current != self.root_id:
             self._retell(current, [by_node[c] for c in node.children if c in by_node], client)

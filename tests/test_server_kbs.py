@@ -130,3 +130,22 @@ def test_kb_build_job_cancels_and_resumes_after_a_dead_server(tmp_path: Path) ->
         done = wait_job(c, job["id"])
         assert done["state"] == "done" and done["attempts"] == 2 and done["report"]["raw_issues"] == 7
         assert c.get("/v1/kbs/hp").json()["domain"] == "wireless headphones support"
+
+
+def test_an_add_queued_for_a_deleted_kb_fails_without_naming_other_kbs(tmp_path: Path) -> None:
+    from knowtree.errors import NotFoundError
+    from knowtree.server.tenancy import KeyStore
+
+    files = write_inputs(tmp_path)
+    app = make_app(tmp_path, jobs_worker=False)  # the add waits in the queue while the KB goes
+    svc = app.state.service
+    for stored in ("alpha:secretkb", "beta:mine"):
+        svc.kt.kb(stored, embedder="hash").build(**files)
+    with TestClient(app, base_url="http://127.0.0.1:8080") as c:
+        hb = {"Authorization": f"Bearer {KeyStore(svc.kt.store).create('beta')[0]}"}
+        app.state.auth._open_checked = 0.0
+        job = c.post("/v1/kbs/mine/add", headers=hb, json={"issues": files["issues"]}).json()
+        assert c.delete("/v1/kbs/mine", headers=hb).status_code == 200
+        with pytest.raises(NotFoundError) as err:
+            svc.kbs.run_job(svc.jobs.get(job["id"]), lambda _: None)
+        assert "secretkb" not in str(err.value) and "'mine'" in str(err.value)

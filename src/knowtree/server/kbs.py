@@ -164,6 +164,8 @@ class KBService:
                     replace=bool(params.get("replace")) or job.attempts > 1, progress=progress, **options,
                 )
             else:
+                if not self.exists(job.tree):  # deleted since: said without the store's list of every KB
+                    raise NotFoundError(f"no knowledge base named {_shown(job)!r}: it was deleted")
                 result = self.kb(job.tree).add(
                     issues=params.get("issues") or None, docs=params.get("docs") or None, progress=progress
                 )
@@ -171,5 +173,9 @@ class KBService:
             shutil.rmtree(params["uploads"], ignore_errors=True)  # failed or stopped run keeps them)
         data = dict(result.__dict__)
         data["usage"] = result.usage.model_dump()
-        data["kb"] = job.tree.split(":", 1)[1] if job.tenant != "local" and ":" in job.tree else job.tree
+        data["kb"] = _shown(job)
         return data
+
+
+def _shown(job: Job) -> str:
+    return job.tree.split(":", 1)[1] if job.tenant != "local" and ":" in job.tree else job.tree

@@ -14,7 +14,7 @@ pytest.importorskip("mcp")
 
 from fastapi.testclient import TestClient
 
-from server_helpers import make_app, wait_job
+from server_helpers import make_app, sse_events, wait_job
 from test_kb import write_inputs
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
@@ -87,8 +87,12 @@ def test_kb_upload_build_and_mcp_kb_ask(client: TestClient, tmp_path: Path) -> N
           ("rules", ("rules.toml", Path(files["rules"]).read_bytes(), "application/toml"))]
     r = c.post("/v1/kbs/up/upload", files=up, data={"embedder": "hash"})
     assert r.status_code == 202, r.text
-    job = wait_job(c, r.json()["id"])
-    assert job["state"] == "done" and job["report"]["raw_issues"] == 7
+    with c.stream("GET", f"/v1/jobs/{r.json()['id']}/events") as events:  # progress over SSE, like a tree build
+        seen = sse_events(events.read().decode())
+    assert seen[-1][0] == "done" and all(e == "progress" for e, _ in seen[:-1])
+    job = seen[-1][1]
+    assert job["kind"] == "kb-build" and job["report"]["raw_issues"] == 7
+    assert (tmp_path / "kb.db.uploads").is_dir() and not list((tmp_path / "kb.db.uploads").iterdir())  # uploads gone
     assert c.post("/v1/kbs/up2/upload", files=up[:1]).status_code == 400  # a build needs all four
     more = [("issues", ("more.csv", b"text\nheadphones hiss in a quiet room\n", "text/csv"))]
     r = c.post("/v1/kbs/up/upload", files=more, data={"add": "true"})

@@ -96,10 +96,11 @@ class KBService:
     def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "model",
             solve: bool = True) -> dict[str, Any]:
         """`KB.ask` as `knowtree kb ask --json` prints it. A lazy solution written now is stored (like
-        a question's ledger entry, allowed to read-only keys: it is what any later ask would write)."""
+        a question's ledger entry, allowed to read-only keys: it is what any later ask would write).
+        Not serialised with the KB's writers: two asks writing the same lazy solution write the same
+        (cached) one."""
         stored = self.require(p, name)
-        with self.core.write_lock(f"kb:{stored}"):
-            return self.kb(stored).ask(query, k=k, metadata=metadata, solve=solve).to_dict()
+        return self.kb(stored).ask(query, k=k, metadata=metadata, solve=solve).to_dict()
 
     def export(self, p: Principal, name: str) -> list[dict[str, Any]]:
         return self.kb(self.require(p, name)).export()

@@ -124,6 +124,20 @@ def test_memories_add_list_ask_retrieve(client: TestClient) -> None:
     assert job.status_code == 202 and wait_job(client, job.json()["id"])["state"] == "done"
 
 
+def test_delete_one_message_of_a_memory(client: TestClient) -> None:
+    client.post("/v1/memories", json={"name": "chat", "messages": CHAT})
+    r = client.delete("/v1/memories/chat/messages/3")
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["memory"] == "chat" and out["position"] == 3 and out["messages"] == 3 and out["removed"]
+    msgs = client.get("/v1/memories/chat/messages").json()["messages"]
+    assert [m["position"] for m in msgs] == [1, 2, 4] and all("Pixel" not in m["content"] or m["position"] == 4 for m in msgs)
+    assert "Maria adopted" not in client.get("/v1/trees/chat").text  # nor in any summary of the outline
+    assert client.delete("/v1/memories/chat/messages/3").status_code == 404
+    assert client.delete("/v1/memories/nope/messages/1").status_code == 404
+    assert client.delete("/v1/memories/chat/messages/0").status_code == 422
+
+
 def test_problem_details_and_limits(tmp_path: Path) -> None:
     with TestClient(make_app(tmp_path, max_request_bytes=2000, allowed_roots=[tmp_path / "only"])) as c:
         r = c.get("/v1/trees/missing")

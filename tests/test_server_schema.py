@@ -1,5 +1,5 @@
 """Property-based run over the OpenAPI schema (schemathesis): generated requests to every operation,
-none may get a 5xx or a response that does not match the schema."""
+none may get a 5xx or a response that does not match the schema (trees, memories, knowledge bases, jobs)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from knowtree.server.app import create_app  # noqa: E402
 from knowtree.server.config import ServerConfig  # noqa: E402
 from knowtree.testing.models import KeywordModel  # noqa: E402
 from server_helpers import CHAT  # noqa: E402
+from test_kb import write_inputs  # noqa: E402
 
 
 def _schema() -> object:
@@ -28,6 +29,8 @@ def _schema() -> object:
     kt = knowtree.open(root / "kb.db", model=KeywordModel())
     kt.build(write_corpus(root / "docs"), tree="notes")
     kt.memory("chat").add(CHAT)
+    (root / "kb").mkdir()
+    kt.kb("hp", embedder="hash").build(**write_inputs(root / "kb"))  # the /v1/kbs routes have one to find
     # no job worker: generated builds stay queued (this run tests the API, not the builds)
     app = create_app(kt, ServerConfig(allowed_roots=[root], jobs_worker=False, mcp=False,
                                       trusted_hosts=["127.0.0.1", "localhost", "testserver"]))

@@ -16,7 +16,8 @@ pytest.importorskip("mcp")
 from fastapi.testclient import TestClient
 
 from knowtree.server.tenancy import KeyStore
-from server_helpers import CHAT, build, make_app
+from server_helpers import CHAT, build, make_app, wait_job
+from test_kb import write_inputs
 
 SECRET = "zebrapassword42"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
@@ -54,6 +55,15 @@ def world(tmp_path: Path):
         build(c, "asecret", [str(docs)], ha)
         r = c.post("/v1/memories/diary/messages", json={"messages": [*CHAT, {"role": "user", "content": f"my pin is {SECRET}"}]}, headers=ha)
         assert r.status_code == 200, r.text
+        kb_dir = tmp_path / "alpha-kb"
+        kb_dir.mkdir()
+        kb_files = write_inputs(kb_dir)
+        with open(kb_files["docs"], "a") as f:
+            f.write(json.dumps({"id": "vault", "title": "Vault", "text": f"The battery vault code is {SECRET}; Dora keeps it."}) + "\n")
+        r = c.post("/v1/kbs/akb/build", headers=ha, json={"issues": kb_files["issues"], "docs": [kb_files["docs"]],
+                                                           "attributes": kb_files["attributes"], "rules": kb_files["rules"],
+                                                           "embedder": "hash", "solutions": "eager"})
+        assert r.status_code == 202 and wait_job(c, r.json()["id"], ha)["state"] == "done"
         job_a = c.get("/v1/jobs", headers=ha).json()[0]["id"]
         yield {"c": c, "keys": {"a": a, "b": b, "a_ro": a_ro, "a_old": a_old}, "ha": ha, "hb": hb, "job_a": job_a,
                "docs": docs}
@@ -63,7 +73,9 @@ def _snapshot(c: TestClient, ha: dict[str, str]) -> str:
     outline = c.get("/v1/trees/asecret", headers=ha).json()
     outline["tree"].pop("updated", None)
     return json.dumps([outline, c.get("/v1/memories/diary/messages", headers=ha).json(),
-                       c.get("/v1/trees", headers=ha).json()], sort_keys=True)
+                       c.get("/v1/trees", headers=ha).json(), c.get("/v1/kbs", headers=ha).json(),
+                       c.get("/v1/kbs/akb", headers=ha).json(), c.get("/v1/kbs/akb/export", headers=ha).text],
+                      sort_keys=True)
 
 
 def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
@@ -75,6 +87,8 @@ def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
     b_file = str(world["docs"].parent / "b.md")
     Path(b_file).write_text("# Beta\n\nBeta's own notes about the harbour.\n")
     build(c, "mine", [b_file], hb)
+    (world["docs"].parent / "beta-kb").mkdir()
+    b_kb = write_inputs(world["docs"].parent / "beta-kb")  # B's own inputs: B's KB writes go to B's namespace
 
     attempts = 0
     leaks: list[str] = []
@@ -82,6 +96,7 @@ def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
         "list_trees": {}, "view_node": {"tree": "asecret"}, "ask": {"tree": "asecret", "question": "vault code?"},
         "recall": {"tree": "diary", "query": "pin"}, "get_node_messages": {"memory": "diary", "node_id": a_nodes[0]},
         "job_status": {"job_id": world["job_a"]}, "build": {"tree": "asecret", "paths": [b_file]},
+        "forget_message": {"memory": "diary", "position": 5}, "kb_ask": {"kb": "akb", "query": "battery vault code"},
         "remember": {"memory": "diary", "messages": [{"role": "user", "content": "B was here"}]},
     }
     for tool, args in tools.items():
@@ -95,11 +110,19 @@ def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
     schema = c.get("/openapi.json").json()
     for path, methods in schema["paths"].items():
         for method in methods:
-            for tree in ("asecret", "diary", "alpha:asecret", "mine"):
+            for tree in ("asecret", "diary", "alpha:asecret", "mine", "akb", "alpha:akb"):
                 for node in a_nodes:
-                    url = _fill(path, {"tree": tree, "memory": tree, "node_id": node, "job_id": world["job_a"]})
+                    url = _fill(path, {"tree": tree, "memory": tree, "kb": tree, "node_id": node,
+                                       "job_id": world["job_a"], "position": "5"})
                     body: dict[str, Any] = {"question": "What is the vault code and who keeps it?", "budget_tokens": 2000}
-                    if path.endswith("/build"):
+                    if path.startswith("/v1/kbs/") and path.endswith("/build"):
+                        body = {"issues": b_kb["issues"], "docs": [b_kb["docs"]], "attributes": b_kb["attributes"],
+                                "rules": b_kb["rules"], "embedder": "hash", "replace": True}
+                    elif path.startswith("/v1/kbs/") and path.endswith("/add"):
+                        body = {"issues": b_kb["issues"]}
+                    elif path.startswith("/v1/kbs/") and path.endswith("/ask"):
+                        body = {"query": "battery vault code", "metadata": "keywords"}
+                    elif path.endswith("/build"):
                         body = {"paths": [b_file]}  # B's own file: B's writes go to B's namespace
                     elif "messages" in path or path == "/v1/memories":
                         body = {"name": tree, "messages": [{"role": "user", "content": "B was here"}]}
@@ -114,12 +137,16 @@ def test_no_cross_tenant_read_or_write(world: dict[str, Any]) -> None:
                         kwargs["params"] = {"path": "vault.md"}
                     r = c.request(method.upper(), url, **kwargs)
                     attempts += 1
+                    assert r.status_code < 500, (method, url, r.text)
                     if SECRET in r.text or "Dora" in r.text or "Lisbon" in r.text:
                         leaks.append(f"{method.upper()} {url} -> {r.status_code}")
     assert attempts > 100
     assert leaks == []
     assert _snapshot(c, ha) == before  # A's trees, memory and list unchanged
     assert [t["name"] for t in c.get("/v1/trees", headers=ha).json()] == ["asecret", "diary"]
+    assert [k["name"] for k in c.get("/v1/kbs", headers=ha).json()] == ["akb"]
+    assert [m["position"] for m in c.get("/v1/memories/diary/messages", headers=ha).json()["messages"]] == [1, 2, 3, 4, 5]
+    assert any("/v1/kbs/{kb}" in path for path in schema["paths"]) and any("{position}" in path for path in schema["paths"])
     b_trees = {t["name"] for t in c.get("/v1/trees", headers=hb).json()}
     assert "asecret" in b_trees or "diary" in b_trees  # B's writes landed in B's own namespace
     assert c.get(f"/v1/jobs/{world['job_a']}", headers=hb).status_code == 404
@@ -140,6 +167,12 @@ def test_read_only_revoked_and_missing_keys(world: dict[str, Any]) -> None:
         ("POST", "/v1/memories/diary/messages", {"json": {"messages": [{"role": "user", "content": "x"}]}}),
         ("POST", "/v1/memories", {"json": {"name": "m2", "messages": [{"role": "user", "content": "x"}]}}),
         ("POST", f"/v1/jobs/{world['job_a']}/cancel", {}),
+        ("DELETE", "/v1/memories/diary/messages/5", {}),
+        ("DELETE", "/v1/kbs/akb", {}),
+        ("POST", "/v1/kbs/akb/add", {"json": {"issues": str(world["docs"] / "vault.md")}}),
+        ("POST", "/v1/kbs/new/build", {"json": {"issues": "i.jsonl", "docs": ["d"], "attributes": "a", "rules": "r"}}),
+        ("POST", "/v1/kbs/new/upload", {"files": [("issues", ("x.jsonl", b'{"text": "x"}\n', "application/x-ndjson"))],
+                                        "data": {"add": "true"}}),
     ]
     for method, url, kw in writes:
         assert c.request(method, url, headers=ro, **kw).status_code == 403, url
@@ -149,9 +182,37 @@ def test_read_only_revoked_and_missing_keys(world: dict[str, Any]) -> None:
     assert c.get("/v1/trees", headers=old).status_code == 401
     _status, out = _mcp(c, world["keys"]["a_ro"], "remember", {"memory": "diary", "messages": [{"role": "user", "content": "x"}]})
     assert out["result"]["isError"]
+    _status, out = _mcp(c, world["keys"]["a_ro"], "forget_message", {"memory": "diary", "position": 5})
+    assert out["result"]["isError"] and "read-only" in json.dumps(out)
+    assert c.get("/v1/kbs/akb", headers=ro).status_code == 200  # reads are fine
+    assert c.get("/v1/kbs/akb", headers=old).status_code == 401
     assert _mcp(c, world["keys"]["a_old"], "list_trees", {})[0] == 401
     assert _mcp(c, None, "list_trees", {})[0] == 401
     assert c.get("/v1/trees/asecret", headers=world["ha"]).json()["tree"]["documents"] == 2
+    assert len(c.get("/v1/memories/diary/messages", headers=world["ha"]).json()["messages"]) == 5
+
+
+def test_a_tenant_builds_only_from_its_own_roots(tmp_path: Path) -> None:
+    roots = {t: tmp_path / t for t in ("alpha", "beta", "shared")}
+    for t, root in roots.items():
+        root.mkdir()
+        (root / f"{t}.md").write_text(f"# {t}\n\nNotes of {t}.\n")
+    app = make_app(tmp_path, allowed_roots=[roots["shared"]], rate_per_second=1000, rate_burst=1000,
+                   tenant_roots={"alpha": [roots["alpha"]], "beta": [roots["beta"]]})
+    with TestClient(app, base_url="http://127.0.0.1:8080") as c:
+        keys = KeyStore(app.state.service.kt.store)
+        ha, hb, hg = ({"Authorization": f"Bearer {keys.create(t)[0]}"} for t in ("alpha", "beta", "gamma"))
+        app.state.auth._open_checked = 0.0
+        assert c.post("/v1/trees/t/build", headers=ha, json={"paths": [str(roots["alpha"])]}).status_code == 202
+        for who, root in ((ha, "beta"), (hb, "alpha"), (ha, "shared"), (hg, "alpha")):
+            for raw in (str(roots[root]), str(roots[root] / f"{root}.md"), f"{roots['alpha']}/../{root}/{root}.md"):
+                r = c.post("/v1/trees/t/build", headers=who, json={"paths": [raw]})
+                assert r.status_code == 403 and "outside" in r.json()["detail"], (root, raw, r.text)
+            kb = {"issues": str(roots[root] / "i.jsonl"), "docs": [str(roots[root])], "attributes": "a", "rules": "r"}
+            assert c.post("/v1/kbs/k/build", headers=who, json=kb).status_code == 403
+        assert c.post("/v1/trees/t/build", headers=hg, json={"paths": [str(roots["shared"])]}).status_code == 202
+        _status, out = _mcp(c, keys.create("beta")[0], "build", {"tree": "t", "paths": [str(roots["alpha"])]})
+        assert out["result"]["isError"] and "outside" in json.dumps(out)
 
 
 def test_rate_limit_is_per_key(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from knowtree.answer.memory import MemoryNavigator, MemoryOptions
 from knowtree.answer.passages import SINGLE_CHARS, locate
 from knowtree.answer.router import route
 from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree
+from knowtree.construct.forget import DeleteReport
 from knowtree.errors import NotFoundError, UserError
 from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages
 from knowtree.types import Answer, NavStep, Node, Usage
@@ -125,7 +126,7 @@ class Memory:
             memory=self.name,
             added=len(msgs),
             skipped=skipped,
-            messages=tree.count,
+            messages=tree.stored,
             nodes=len(tree.nodes),
             depth=tree.depth(),
             batches=batches,
@@ -151,19 +152,20 @@ class Memory:
         if self.exists:
             self._check_kind()
             stored = self.kt.store.load_messages(self.name)
+            given = self._load().count  # the highest position given out (deleted messages included)
             if (
                 stored
-                and len(stored) <= len(msgs)
-                and all(_same(row, m) for row, m in zip(stored, msgs, strict=False))
+                and given <= len(msgs)
+                and all(_same(row, msgs[int(row["position"]) - 1]) for row in stored)  # type: ignore[call-overload]
             ):
-                skip = len(stored)
+                skip = given  # by position: a message deleted since is not imported again
         if skip == len(msgs):  # nothing new: not an error, and nothing is recorded
             tree = self._load()
             return AddReport(
                 memory=self.name,
                 added=0,
                 skipped=skip,
-                messages=tree.count,
+                messages=tree.stored,
                 nodes=len(tree.nodes),
                 depth=tree.depth(),
                 batches=0,
@@ -172,6 +174,51 @@ class Memory:
             )
         return self.add(
             msgs[skip:], batch_size=batch_size, progress=progress, on_client=on_client, skipped=skip
+        )
+
+    # -- forgetting ----------------------------------------------------------------------------
+    def delete_message(self, position: int) -> DeleteReport:
+        """Delete the message at `position` and nothing else the user stored: its row and its leaf
+        (with its full-text and tree-index entries) go; no other message moves, so citations to
+        them stay valid, and the position is never given out again. The topic it sat under keeps
+        its place, and the summaries that described it are written again from what is left (the
+        topic call for its topic, merge calls for the ancestors: O(depth) calls, cached like an
+        `add`'s; see `knowtree.construct.forget`). NotFoundError when there is no such message."""
+        started = time.monotonic()
+        self._check_kind()
+        rows = self.kt.store.load_messages(self.name)
+        target = next((r for r in rows if r["position"] == position), None)
+        if target is None:
+            raise NotFoundError(f"memory {self.name!r} has no message at position {position}")
+        tree = self._load()
+        settings = dict(self.kt.store.tree_settings(self.name))
+        left = [r for r in rows if r["position"] != position]
+        step = StepResult()
+        with self.kt.run("delete", self.name, f"message {position}") as run:
+            client = run.client
+            assert client is not None
+            refreshed = tree.forget(str(target["node_id"]), left, client, step)
+            assert tree.root_id is not None
+            self.kt.store.save_memory_step(
+                self.name,
+                root_id=tree.root_id,
+                nodes=list(step.changed.values()),
+                parents={nid: tree.parent[nid] for nid in step.changed if nid in tree.parent},
+                removed=sorted(step.removed),
+                forgotten=[position],
+                model=self.kt.store.tree_info(self.name).model,
+                settings={**settings, "memory_state": tree.state()},
+                kind=KIND,
+            )
+        _drop_index_entries(self.kt.store, self.name)
+        return DeleteReport(
+            memory=self.name,
+            position=position,
+            removed=sorted(step.removed),
+            refreshed=refreshed,
+            messages=tree.stored,
+            usage=client.usage.model_copy(),
+            seconds=time.monotonic() - started,
         )
 
     # -- reading -------------------------------------------------------------------------------
@@ -355,6 +402,17 @@ class Memory:
                     break
         finally:
             await worker
+
+
+def _drop_index_entries(store: Any, name: str) -> None:
+    """A memory's tree index, if it was built, is brought up to date now (the deleted message's
+    entries and vectors go) rather than at its next search."""
+    write = getattr(store, "write", None)
+    if write is None or not store.query("SELECT 1 FROM tree_index_state WHERE tree = ?", (name,)):
+        return
+    from knowtree.retrieve.treeindex import sync_entries
+
+    write(lambda c: sync_entries(c, name))
 
 
 def _same(row: dict[str, object], m: ChatMessage) -> bool:

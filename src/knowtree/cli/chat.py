@@ -1,4 +1,5 @@
-"""`knowtree chat add NAME FILE`: import a conversation into a memory (then `knowtree ask NAME ...`).
+"""`knowtree chat add NAME FILE`: import a conversation into a memory (then `knowtree ask NAME ...`);
+`knowtree chat rm NAME --message N`: delete one message (positions of the others never change).
 
 Registered in `app.py` with `app.add_typer(chat_app, name="chat")`. `ask_streaming` is `knowtree ask
 --stream` / `--agent` (the `ask` command, in `trees.py`, calls it).
@@ -75,6 +76,30 @@ def add(
             )
         else:
             echo_report(report, as_json, fallbacks="topic(s)")
+
+    run(go)
+
+
+@chat_app.command("rm")
+def rm(
+    name: Annotated[str, typer.Argument(help="memory name")],
+    message: Annotated[int, typer.Option("--message", min=1, help="the position of the message to delete")],
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete one message: its row and leaf go, the summaries that described it are written again
+    (O(depth) model calls); every other message keeps its position. `knowtree rm NAME` deletes it all."""
+
+    def go() -> None:
+        with open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False) as kt:
+            report = kt.memory(name).delete_message(message)
+        if as_json:
+            echo_report(report, True)
+        else:
+            typer.echo(report.line())
 
     run(go)
 

@@ -21,6 +21,14 @@ def serve_command(
     allow_root: Annotated[
         list[str] | None, typer.Option("--allow-root", help="directory builds may read from (repeatable)")
     ] = None,
+    tenant_root: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tenant-root",
+            help="TENANT=DIR: a directory only that tenant's builds may read (repeatable; a tenant named"
+            " here reads only its own roots, the others --allow-root's)",
+        ),
+    ] = None,
     require_keys: Annotated[
         bool, typer.Option("--require-keys", help="always require an API key, even on loopback")
     ] = False,
@@ -47,6 +55,7 @@ def serve_command(
             port=port,
             auth="keys" if require_keys else "auto",
             allowed_roots=allow_root or [],
+            tenant_roots=_tenant_roots(tenant_root or []),
             max_upload_bytes=int(max_upload_mb * MiB),
             rate_per_second=rate,
             rate_burst=burst,
@@ -88,3 +97,13 @@ def mcp_command(
             kt.close()
 
     run(go)
+
+
+def _tenant_roots(pairs: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for pair in pairs:
+        tenant, sep, root = pair.partition("=")
+        if not sep or not tenant.strip() or not root.strip():
+            raise typer.BadParameter(f"--tenant-root {pair!r}: write TENANT=DIR")
+        out.setdefault(tenant.strip(), []).append(root.strip())
+    return out

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from knowtree.construct.forget import Forgetting
 from knowtree.construct.metadata import cap_summary, merge_ranked
 from knowtree.construct.rebalance import Rebalancing
 from knowtree.construct.topic_calls import MESSAGE, SESSION, TOPIC, TopicCalls
@@ -76,7 +77,7 @@ class AddReport:
         )
 
 
-class TopicTree(TopicCalls, Rebalancing):
+class TopicTree(TopicCalls, Rebalancing, Forgetting):
     """A memory's tree in memory, with the current path and the dirty set; persists via `save`."""
 
     def __init__(
@@ -95,7 +96,8 @@ class TopicTree(TopicCalls, Rebalancing):
         self.root_id = root_id
         self.path: list[str] = list(state.get("path", []))
         self.dirty: list[str] = list(state.get("dirty", []))
-        self.count: int = int(state.get("messages", 0))
+        self.count: int = int(state.get("messages", 0))  # the highest position given out
+        self.deleted: int = int(state.get("deleted", 0))  # messages deleted since (positions never reused)
         self.last: ChatMessage | None = (
             ChatMessage.model_validate(state["last"]) if state.get("last") else None
         )
@@ -108,8 +110,14 @@ class TopicTree(TopicCalls, Rebalancing):
             "path": self.path,
             "dirty": self.dirty,
             "messages": self.count,
+            "deleted": self.deleted,
             "last": self.last.model_dump() if self.last else None,
         }
+
+    @property
+    def stored(self) -> int:
+        """How many messages the memory holds."""
+        return self.count - self.deleted
 
     # -- helpers -------------------------------------------------------------------------------
     def _new_id(self, kind: str, first: int, last: int, parent: str) -> str:

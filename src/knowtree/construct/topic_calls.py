@@ -76,8 +76,10 @@ class TopicCalls:
         def _touch(self, node_id: str, step: Any) -> None: ...
 
     def _decide(
-        self, batch: Sequence[ChatMessage], options: list[tuple[str, str]], client: LLMClient
+        self, batch: Sequence[ChatMessage], options: list[tuple[str, str]], client: LLMClient,
+        positions: Sequence[int] | None = None,
     ) -> TopicReply | None:
+        """`positions`: the batch's message positions (default: the next ones, `count + 1`...)."""
         path_lines = []
         for depth, nid in enumerate(self.path[1:]):
             n = self.nodes[nid]
@@ -87,12 +89,12 @@ class TopicCalls:
             )
         deepest = self.nodes[self.path[-1]]
         recent = [self.nodes[c] for c in deepest.children if self.nodes[c].is_leaf][-2:]
-        first = self.count + 1
+        numbers = list(positions) if positions is not None else [self.count + 1 + i for i in range(len(batch))]
         new_lines = []
         for i, m in enumerate(batch):
             when = human_time(m.time).split(",")[0] if m.time else "undated"
             new_lines.append(
-                f"[{first + i}] {m.speaker} ({when}): {clip(m.display().partition(': ')[2], 260)}"
+                f"[{numbers[i]}] {m.speaker} ({when}): {clip(m.display().partition(': ')[2], 260)}"
             )
         option_lines = []
         for i, (action, nid) in enumerate(options, 1):

@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 
 import knowtree
 from knowtree.core import KnowTree
-from knowtree.server import routes_ask, routes_jobs, routes_memories, routes_trees, ui
+from knowtree.server import routes_ask, routes_jobs, routes_kbs, routes_memories, routes_trees, ui
 from knowtree.server.auth import Authenticator, BodyLimit, LoopbackGuard, McpAuth
 from knowtree.server.config import ServerConfig, is_loopback
 from knowtree.server.jobs import JobWorker
@@ -92,7 +92,7 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
             jobs_worker=service.worker is not None,
         )
 
-    for module in (routes_trees, routes_ask, routes_memories, routes_jobs):
+    for module in (routes_trees, routes_ask, routes_memories, routes_kbs, routes_jobs):
         app.include_router(module.router)
     ui.install(app)
     _install_docs(app)

@@ -32,6 +32,11 @@ class ServerConfig(BaseModel):
     allowed_roots: list[Path] = Field(
         default_factory=list, description="directories whose files builds may read (default: none)"
     )
+    tenant_roots: dict[str, list[Path]] = Field(
+        default_factory=dict,
+        description="per tenant, the directories its builds may read (instead of allowed_roots); a tenant"
+        " not named here gets allowed_roots. The local owner (no key) gets allowed_roots",
+    )
     upload_dir: Path | None = Field(None, description="where uploaded files wait for their build job")
     max_upload_bytes: int = Field(20 * MiB, ge=1, description="largest upload request")
     max_request_bytes: int = Field(2 * MiB, ge=1, description="largest other request body")
@@ -48,6 +53,17 @@ class ServerConfig(BaseModel):
     @classmethod
     def _resolve(cls, roots: list[Path]) -> list[Path]:
         return [Path(r).expanduser().resolve() for r in roots]
+
+    @field_validator("tenant_roots")
+    @classmethod
+    def _resolve_each(cls, roots: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        return {tenant: cls._resolve(paths) for tenant, paths in roots.items()}
+
+    def roots_for(self, tenant: str | None) -> list[Path]:
+        """The directories the builds of `tenant` may read (None: the local owner)."""
+        if tenant is not None and tenant in self.tenant_roots:
+            return self.tenant_roots[tenant]
+        return self.allowed_roots
 
     @property
     def open_without_keys(self) -> bool:

@@ -23,9 +23,11 @@ from knowtree.server.tenancy import LOCAL_PRINCIPAL, Principal
 INSTRUCTIONS = (
     "knowtree is a long-term memory organised as trees. Document trees hold files (sections with page or "
     "line ranges); conversation memories hold messages under dated sessions and topics. Use list_trees "
-    "first. Store what the user says with remember; get relevant past messages with recall (cheap, no "
+    "first. Store what the user says with remember (and forget_message what they ask you to forget); get "
+    "relevant past messages with recall (cheap, no "
     "answer) or a cited answer with ask. Browse a tree with view_node (start without node_id at the root) "
-    "and read a topic's messages with get_node_messages. Cite sources as the tools give them."
+    "and read a topic's messages with get_node_messages. For a user's support problem, kb_ask a knowledge "
+    "base. Cite sources as the tools give them."
 )
 
 
@@ -84,6 +86,15 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
         report = await _call(service().add_messages, p, memory, records)
         return {"memory": memory, "added": report.added, "messages": report.messages, "nodes": report.nodes}
 
+    @mcp.tool(description="Forget one message of a conversation memory, by its position (as recall, ask "
+              "and get_node_messages cite it) — use it when the user asks you to forget something they "
+              "said. Only that message goes; every other message keeps its position, so earlier "
+              "citations stay valid, and the summaries that mentioned it are rewritten.")
+    async def forget_message(memory: str, position: int, ctx: Context) -> dict[str, Any]:
+        p = principal_of(ctx)
+        report = await _call(service().delete_message, p, memory, position)
+        return {"memory": memory, "deleted": report.position, "messages": report.messages}
+
     @mcp.tool(description="Recall what a memory or document tree holds about a question, as evidence "
               "(no answer): the relevant messages or passages in time/document order, within "
               "budget_tokens, each with its citation (memory position, speaker, time; or file and "
@@ -104,6 +115,28 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
             "status": answer.status,
             "citations": [c.model_dump(mode="json", exclude_none=True) for c in answer.citations],
         }
+
+    @mcp.tool(description="Look up a user's problem in a knowledge base (support issues with solutions "
+              "grounded in product documents): returns the matching known issue, how well it matches "
+              "(exact, subset, ... or none), the solution text for the user's situation and its citations "
+              "(document id and the quoted passage). Pass the user's words as the query. If match is none, "
+              "the knowledge base has no answer: say so, do not improvise a fix. An unknown name lists yours.")
+    async def kb_ask(kb: str, query: str, ctx: Context) -> dict[str, Any]:
+        p = principal_of(ctx)
+        kbs = service().kbs
+
+        def run() -> dict[str, Any]:
+            try:
+                data = kbs.ask(p, kb, query)
+            except Problem as exc:
+                if exc.status != 404:
+                    raise
+                names = ", ".join(k.name for k in kbs.list(p)) or "none"
+                raise Problem(404, f"no knowledge base named {kb!r} (yours: {names})") from None
+            keys = ("match", "issue", "solution", "citations", "status", "query_metadata")
+            return {"kb": kb, **{k: data[k] for k in keys}}
+
+        return await _call(run)
 
     @mcp.tool(description="Look at one node of a tree and its children: title, summary and metadata, "
               "page/line or message span, text (leaves), and the children's ids and summaries. Omit "
@@ -157,7 +190,7 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
 
         def run() -> dict[str, Any]:
             svc.writable(p)
-            resolved = [svc.allowed_path(x) for x in paths]
+            resolved = [svc.allowed_path(p, x) for x in paths]
             job = svc.submit_build(p, tree, resolved, add=add)
             svc.wake_worker()
             return {"job": job.id, "state": job.state}

@@ -162,6 +162,16 @@ class Message(BaseModel):
     node_id: str | None = None
 
 
+class MessageDeleted(BaseModel):
+    memory: str
+    position: int = Field(..., description="the deleted message's position (never given out again)")
+    messages: int = Field(..., description="messages the memory holds now; the others kept their positions")
+    removed: list[str] = Field(..., description="node ids removed: the message's leaf, then emptied topics")
+    refreshed: list[str] = Field(..., description="node ids whose summaries were written again")
+    usage: dict[str, Any]
+    seconds: float
+
+
 class Messages(BaseModel):
     memory: str
     messages: list[Message]

@@ -1,14 +1,22 @@
-"""Conversation memories: create, add messages (now or as a background job), read messages."""
+"""Conversation memories: create, add messages (now or as a background job), read and delete messages."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from knowtree.server.deps import Caller, Svc, job_out
-from knowtree.server.models import AddMessages, AddReportOut, CreateMemory, JobOut, Message, Messages
+from knowtree.server.models import (
+    AddMessages,
+    AddReportOut,
+    CreateMemory,
+    JobOut,
+    Message,
+    MessageDeleted,
+    Messages,
+)
 from knowtree.server.service import Service
 from knowtree.server.tenancy import Principal
 
@@ -55,3 +63,12 @@ def list_messages(
 ) -> Messages:
     rows = svc.messages(p, memory, start, end)
     return Messages(memory=memory, messages=[Message(**{k: r.get(k) for k in Message.model_fields}) for r in rows])
+
+
+@router.delete("/{memory}/messages/{position}", response_model=MessageDeleted,
+               summary="Delete one message; the others keep their positions, the summaries that described it are rewritten")
+def delete_message(memory: str, position: Annotated[int, Path(ge=1, le=2**62)], p: Caller, svc: Svc) -> MessageDeleted:
+    report = svc.delete_message(p, memory, position)
+    data = dict(report.__dict__)
+    data["usage"] = report.usage.model_dump()
+    return MessageDeleted(**{k: data[k] for k in MessageDeleted.model_fields})

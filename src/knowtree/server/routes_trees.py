@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
-import uuid
-from pathlib import Path
+import shutil
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
@@ -21,10 +19,10 @@ from knowtree.server.models import (
     TreeSummary,
 )
 from knowtree.server.problems import Problem
+from knowtree.server.uploads import save_uploads
 
 router = APIRouter(prefix="/v1/trees", tags=["trees"])
 
-UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"}
 TreeName = Annotated[str, "tree name"]
 
 
@@ -77,7 +75,7 @@ async def search(
              summary="Build from server-side paths (under the allowed roots) as a background job")
 def build(tree: TreeName, body: BuildRequest, p: Caller, svc: Svc) -> JobOut:
     svc.writable(p)
-    paths = [svc.allowed_path(x) for x in body.paths]
+    paths = [svc.allowed_path(p, x) for x in body.paths]
     job = svc.submit_build(p, tree, paths, add=body.add, meta=body.meta)
     svc.wake_worker()
     return job_out(svc, p, job)
@@ -96,40 +94,14 @@ async def upload(
     svc.writable(p)
     svc.stored_name(p, tree)
     metadata = _meta(meta)
-    target = svc.upload_root() / uuid.uuid4().hex
-    saved: list[str] = []
+    target, saved = await save_uploads(svc.upload_root(), {"files": files}, svc.config.max_upload_bytes)
     try:
-        for f in files:
-            name = _safe_name(f.filename or "")
-            path = target / name
-            if path.exists():
-                raise Problem(400, f"two uploaded files are named {name!r}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            size = 0
-            with path.open("wb") as out:
-                while chunk := await f.read(1 << 20):
-                    size += len(chunk)
-                    if size > svc.config.max_upload_bytes:
-                        raise Problem(413, f"{name!r} is over the upload limit of {svc.config.max_upload_bytes:,} bytes")
-                    out.write(chunk)
-            saved.append(str(path))
-        job = svc.submit_build(p, tree, saved, add=add, meta=metadata, uploads=target)
+        job = svc.submit_build(p, tree, saved.get("files", []), add=add, meta=metadata, uploads=target)
     except BaseException:
-        import shutil
-
         shutil.rmtree(target, ignore_errors=True)
         raise
     svc.wake_worker()
     return job_out(svc, p, job)
-
-
-def _safe_name(raw: str) -> str:
-    name = Path(raw.replace("\\", "/")).name
-    if not name or not re.fullmatch(r"[\w .()+,-]{1,200}", name) or name.startswith("."):
-        raise Problem(400, f"uploaded file name {raw!r}: use letters, digits, spaces, '.', '-', '_'")
-    if Path(name).suffix.lower() not in UPLOAD_SUFFIXES:
-        raise Problem(415, f"{name!r}: upload {', '.join(sorted(UPLOAD_SUFFIXES))} files")
-    return name
 
 
 def _meta(raw: str | None) -> dict[str, str] | None:

@@ -17,8 +17,11 @@ from typing import Any
 from knowtree.adapters.evidence import Evidence
 from knowtree.adapters.evidence import retrieve as retrieve_evidence
 from knowtree.core import KnowTree
+from knowtree.errors import NotFoundError
 from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
+from knowtree.server.kbs import KINDS as KB_JOBS
+from knowtree.server.kbs import KBService
 from knowtree.server.models import (
     AskRequest,
     NodeBrief,
@@ -46,6 +49,7 @@ class Service:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._views: dict[str, tuple[tuple[Any, ...], Tree]] = {}
+        self.kbs = KBService(self)
 
     def write_lock(self, stored: str) -> threading.Lock:
         """One writer per tree at a time (a memory's adds, a build): concurrent adds would race."""
@@ -252,6 +256,22 @@ class Service:
             finally:
                 self.forget(stored)
 
+    def delete_message(self, p: Principal, name: str, position: int) -> Any:
+        """One message of a memory deleted (`Memory.delete_message`): the others keep their positions."""
+        self.writable(p)
+        stored = self.require(p, name)
+        if self.kt.store.tree_info(stored).kind != "conversation":
+            raise Problem(400, f"{name!r} is a document tree, not a conversation memory")
+        with self.write_lock(stored):
+            try:
+                report = self.kt.memory(stored).delete_message(position)
+            except NotFoundError:
+                raise Problem(404, f"memory {name!r} has no message at position {position}") from None
+            finally:
+                self.forget(stored)
+        report.memory = name
+        return report
+
     def messages(self, p: Principal, name: str, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
         t = self.view(p, name)
         if t.info.kind != "conversation":
@@ -259,14 +279,16 @@ class Service:
         return self.kt.memory(t.name).messages(start, end)
 
     # -- builds --------------------------------------------------------------------------------
-    def allowed_path(self, raw: str) -> str:
-        """A server-side path the configuration allows (under one of `allowed_roots`)."""
-        if not self.config.allowed_roots:
+    def allowed_path(self, p: Principal, raw: str) -> str:
+        """A server-side path the configuration allows this caller (under one of its tenant's roots,
+        `ServerConfig.roots_for`)."""
+        roots = self.config.roots_for(None if p.admin else p.tenant)
+        if not roots:
             raise Problem(403, "building from server-side paths is disabled (start with --allow-root DIR)")
         if any(ch in raw for ch in "*?["):
             raise Problem(400, f"{raw!r}: name files or directories, not glob patterns")
         path = Path(raw).expanduser().resolve()
-        for root in self.config.allowed_roots:
+        for root in roots:
             if path == root or root in path.parents:
                 if not path.exists():
                     raise Problem(404, f"no such file or directory: {raw!r}")
@@ -295,7 +317,10 @@ class Service:
         return self.jobs.create(p.tenant, "add", stored, {"messages": messages, "batch_size": batch_size})
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        """The worker's runner: a build or a memory add through the library, progress to the job row."""
+        """The worker's runner: a build, a memory add or a knowledge base's build or add through the
+        library, progress to the job row."""
+        if job.kind in KB_JOBS:
+            return self.kbs.run_job(job, report)
         with self.write_lock(job.tree):
             try:
                 return self._run_job(job, report)

@@ -175,6 +175,7 @@ class InMemoryStore:
         parents: dict[str, str],
         removed: Sequence[str] = (),
         messages: Sequence[dict[str, object]] = (),
+        forgotten: Sequence[int] = (),
         model: str,
         settings: dict[str, object],
         kind: str = "conversation",
@@ -193,6 +194,8 @@ class InMemoryStore:
         t.nodes.update((n.id, n.model_copy(deep=True)) for n in nodes)
         for m in messages:
             t.messages[int(m["position"])] = {k: m.get(k) for k in MESSAGE_KEYS}  # type: ignore[call-overload]
+        for p in forgotten:
+            t.messages.pop(p, None)
 
     def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]:
         t = self._trees.get(name)

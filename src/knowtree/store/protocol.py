@@ -94,11 +94,13 @@ class Store(Protocol):
         parents: dict[str, str],
         removed: Sequence[str] = (),
         messages: Sequence[dict[str, object]] = (),
+        forgotten: Sequence[int] = (),
         model: str,
         settings: dict[str, object],
         kind: str = "conversation",
     ) -> None:
-        """Upsert changed nodes and append new messages of a memory, atomically."""
+        """Upsert changed nodes and append new messages of a memory, atomically; `forgotten`: positions
+        of messages deleted (their rows go, no other position changes)."""
         ...
 
     def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]: ...

@@ -246,6 +246,7 @@ class SQLiteStore:
         parents: dict[str, str],
         removed: Sequence[str] = (),
         messages: Sequence[dict[str, object]] = (),
+        forgotten: Sequence[int] = (),
         model: str,
         settings: dict[str, object],
         kind: str = "conversation",
@@ -253,7 +254,8 @@ class SQLiteStore:
         """Upsert changed nodes and append new messages of a memory, atomically (no full replace).
 
         `parents` maps each changed node's id to its parent's; `messages` are rows of the messages
-        table (position, role, name, content, timestamp, time, session, source_id, attachment, node_id).
+        table (position, role, name, content, timestamp, time, session, source_id, attachment, node_id);
+        `forgotten` the positions of messages deleted (`Memory.delete_message`): their rows go.
         """
         now = _now()
         positions = {}
@@ -283,6 +285,7 @@ class SQLiteStore:
                     " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
+                c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"

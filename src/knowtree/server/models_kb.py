@@ -1,0 +1,124 @@
+"""Request and response models of the knowledge-base routes (`/v1/kbs`), mirroring `knowtree.kb.KB`'s
+`show()`, `ask(...).to_dict()` and `export()` (what `knowtree kb show|ask|export --json` print)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from knowtree.server.models import Strict
+
+EMBEDDER = r"^(static|hash(:[0-9]{1,4})?)$"
+
+
+class KBSummary(BaseModel):
+    name: str
+    domain: str
+    model: str
+    created: str
+    updated: str
+
+
+class KBIssueNode(BaseModel):
+    id: str
+    title: str
+    metadata: dict[str, Any]
+    status: str = Field(..., description="pending (lazy: written at the first ask) | ok | stale | ungrounded | ...")
+    solution: str | None
+    citations: int
+    violations: list[Any]
+    raw_issues: int = Field(..., description="raw issues linked to this issue")
+
+
+class KBParentIssue(KBIssueNode):
+    cluster_size: int
+    children: list[KBIssueNode]
+
+
+class KBThemeOut(BaseModel):
+    id: str
+    name: str
+    parents: list[KBParentIssue]
+
+
+class KBView(BaseModel):
+    """Themes → parent issues → child issues (`knowtree kb show --json`)."""
+
+    name: str
+    domain: str
+    model: str
+    raw_issues: int
+    chunks: int
+    themes: list[KBThemeOut]
+
+
+class KBAskRequest(Strict):
+    query: str = Field(..., min_length=1, max_length=4000, description="the user's issue, in their words")
+    k: int = Field(5, ge=1, le=50, description="semantic top-k issues checked by metadata")
+    metadata: Literal["model", "keywords", "none"] = Field(
+        "model", description="how the query's attributes are read: a model call, keywords (no call), or none"
+    )
+    solve: bool = Field(True, description="write the matched issue's solution now if it has none (lazy KBs)")
+
+
+class KBMatchedIssue(BaseModel):
+    id: str
+    kind: str
+    parent: str | None
+    title: str
+    metadata: dict[str, Any]
+    cluster: str | None
+    members: int
+
+
+class KBRanked(BaseModel):
+    id: str
+    match: str
+    target: str
+    score: float
+
+
+class KBAnswerOut(BaseModel):
+    """`knowtree kb ask --json`: the matched issue, match type, solution with its citations, trace."""
+
+    query: str
+    query_metadata: dict[str, Any]
+    match: str = Field(..., description="exact | subset | mismatch-tolerant... or none (nothing matched)")
+    issue: KBMatchedIssue | None
+    solution: str | None
+    citations: list[dict[str, Any]]
+    status: str
+    ranked: list[KBRanked]
+    trace: list[dict[str, Any]]
+
+
+class KBExportRow(BaseModel):
+    id: str
+    kind: str
+    parent: str | None
+    theme: str
+    title: str
+    metadata: dict[str, Any]
+    members: list[str]
+    solution: str | None
+    citations: list[Any]
+    status: str
+    compliance: list[Any]
+
+
+class KBBuildRequest(Strict):
+    issues: str = Field(..., min_length=1, max_length=1000, description="server-side raw issues: JSONL or CSV")
+    docs: list[str] = Field(..., min_length=1, max_length=1000, description="server-side domain documents")
+    attributes: str = Field(..., min_length=1, max_length=1000, description="attribute configuration (TOML/YAML)")
+    rules: str = Field(..., min_length=1, max_length=1000, description="domain rules (TOML, or text)")
+    solutions: Literal["eager", "lazy"] = "lazy"
+    context: Literal["path", "model"] = Field("path", description="chunk context: path (no model) | model")
+    threshold: float | None = Field(None, gt=0, lt=1, description="cluster similarity threshold")
+    replace: bool = Field(False, description="rebuild a knowledge base that already exists")
+    embedder: str | None = Field(None, pattern=EMBEDDER, description="static (default) | hash[:DIM] (tests)")
+
+
+class KBAddRequest(Strict):
+    issues: str | None = Field(None, min_length=1, max_length=1000, description="server-side new raw issues")
+    docs: list[str] | None = Field(None, max_length=1000, description="server-side new documents")

@@ -83,7 +83,9 @@ def half(text: str) -> int:
 
 def hit_rates(ranked: list[list[str]], gold: list[str], texts: list[str] | None = None) -> dict[str, Any]:
     def rates(rows: list[int]) -> dict[str, float]:
-        return {f"@{k}": round(sum(gold[i] in ranked[i][:k] for i in rows) / max(1, len(rows)), 3) for k in KS}
+        return {
+            f"@{k}": round(sum(gold[i] in ranked[i][:k] for i in rows) / max(1, len(rows)), 3) for k in KS
+        }
 
     out: dict[str, Any] = rates(list(range(len(gold))))
     if texts is not None:
@@ -115,7 +117,9 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=None)
     ap.add_argument("--rollup", type=float, default=None, help="kbindex.ROLLUP_WEIGHT (0: no chunk roll-up)")
     ap.add_argument("--docs-limit", type=int, default=None, help="medical: only the first N MedQuAD records")
-    ap.add_argument("--issues-limit", type=int, default=None, help="only the first N raw issues (a stated subset)")
+    ap.add_argument(
+        "--issues-limit", type=int, default=None, help="only the first N raw issues (a stated subset)"
+    )
     ap.add_argument("--queries-limit", type=int, default=None, help="only the first N queries")
     ap.add_argument("--solutions", type=int, default=0, help="generate solutions for the first N queries")
     ap.add_argument("--db", default=None, help="database file (default: a temporary one)")
@@ -126,8 +130,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "src"))
     import knowtree
     from knowtree.ingest.kb_inputs import load_kb_docs, load_raw_issues
-    from knowtree.retrieve import LexicalIndex, Passage, VectorIndex
-    from knowtree.retrieve import kbindex
+    from knowtree.retrieve import LexicalIndex, Passage, VectorIndex, kbindex
     from knowtree.store import kb as kbstore
 
     if args.rollup is not None:
@@ -136,7 +139,9 @@ def main() -> None:
     files = domain_files(args.domain, args.docs_limit)
     if args.issues_limit:
         subset = Path(tempfile.mkdtemp()) / "issues_subset.jsonl"
-        subset.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(files["issues"])[: args.issues_limit]))
+        subset.write_text(
+            "".join(json.dumps(r) + "\n" for r in read_jsonl(files["issues"])[: args.issues_limit])
+        )
         files["issues"] = subset
     if args.queries_limit:
         files["queries"] = files["queries"][: args.queries_limit]

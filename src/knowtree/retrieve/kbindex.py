@@ -40,7 +40,10 @@ class KBIndexes:
         }
         self.issues = HybridIndex(self._lex["issues"], self._vec["issues"])
         self.chunks = HybridIndex(self._lex["chunks"], self._vec["chunks"])
-        self._grounded: dict[str, list[tuple[str, float]]] | None = None  # chunk → [(issue, weight)]
+        # chunk → [(issue, weight)], with the issue passage count it was read at (another process's
+        # `kb add` changes the count; this object's own adds reset it)
+        self._grounded: dict[str, list[tuple[str, float]]] | None = None
+        self._grounded_at = -1
 
     def add(self, part: str, passages: Sequence[Passage]) -> None:
         """Index (or re-index, same id) passages in `issues` or `chunks`."""
@@ -76,7 +79,8 @@ class KBIndexes:
         return {cid: round(w, 4) for cid, w in weights.items()}
 
     def _grounding(self) -> dict[str, list[tuple[str, float]]]:
-        if self._grounded is None:
+        count = self.count("issues")
+        if self._grounded is None or self._grounded_at != count:
             inverse: dict[str, list[tuple[str, float]]] = {}
             lex = self._lex["issues"]
             for pid in lex:
@@ -85,7 +89,7 @@ class KBIndexes:
                 passage = lex.get(pid)
                 for cid, w in ((passage.meta if passage else {}).get("grounding") or {}).items():
                     inverse.setdefault(cid, []).append((pid, float(w)))
-            self._grounded = inverse
+            self._grounded, self._grounded_at = inverse, count
         return self._grounded
 
     def rank_issues(

@@ -234,7 +234,10 @@ def expand(ctx: KBContext, seeds: Sequence[subtrees.Seed]) -> tuple[list[KBIssue
 
 
 def make_clusters(
-    seeds: Sequence[subtrees.Seed], theme_ids: Sequence[str], groups: Sequence[Sequence[int]], dense: np.ndarray
+    seeds: Sequence[subtrees.Seed],
+    theme_ids: Sequence[str],
+    groups: Sequence[Sequence[int]],
+    dense: np.ndarray,
 ) -> list[KBCluster]:
     return [
         KBCluster(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -74,10 +75,24 @@ def domain_files(domain: str, docs_limit: int | None) -> dict[str, Any]:
     }
 
 
-def hit_rates(ranked: list[list[str]], gold: list[str]) -> dict[str, float]:
-    return {
-        f"@{k}": round(sum(g in r[:k] for r, g in zip(ranked, gold, strict=True)) / len(gold), 3) for k in KS
-    }
+def half(text: str) -> int:
+    """The dev split (0 or 1) of a query: the parity of the SHA-1 of its text. Weights of the KB's
+    ranking (kbindex.ROLLUP_WEIGHT) were set on half 0; half 1 is reported beside it."""
+    return int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 2
+
+
+def hit_rates(ranked: list[list[str]], gold: list[str], texts: list[str] | None = None) -> dict[str, Any]:
+    def rates(rows: list[int]) -> dict[str, float]:
+        return {
+            f"@{k}": round(sum(gold[i] in ranked[i][:k] for i in rows) / max(1, len(rows)), 3) for k in KS
+        }
+
+    out: dict[str, Any] = rates(list(range(len(gold))))
+    if texts is not None:
+        for h in (0, 1):
+            rows = [i for i, t in enumerate(texts) if half(t) == h]
+            out[f"half{h}"] = {"n": len(rows), **rates(rows)}
+    return out
 
 
 def norm(text: str) -> str:
@@ -100,24 +115,33 @@ def main() -> None:
     ap.add_argument("--embedder", default=None, help="static (default) | hash")
     ap.add_argument("--metadata", choices=["keywords", "model", "none"], default=None)
     ap.add_argument("--threshold", type=float, default=None)
+    ap.add_argument("--rollup", type=float, default=None, help="kbindex.ROLLUP_WEIGHT (0: no chunk roll-up)")
     ap.add_argument("--docs-limit", type=int, default=None, help="medical: only the first N MedQuAD records")
-    ap.add_argument("--issues-limit", type=int, default=None, help="only the first N raw issues (a stated subset)")
+    ap.add_argument(
+        "--issues-limit", type=int, default=None, help="only the first N raw issues (a stated subset)"
+    )
     ap.add_argument("--queries-limit", type=int, default=None, help="only the first N queries")
     ap.add_argument("--solutions", type=int, default=0, help="generate solutions for the first N queries")
     ap.add_argument("--db", default=None, help="database file (default: a temporary one)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-baselines", action="store_true", help="score the KB only (no flat baselines)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     import knowtree
     from knowtree.ingest.kb_inputs import load_kb_docs, load_raw_issues
-    from knowtree.retrieve import LexicalIndex, Passage, VectorIndex
+    from knowtree.retrieve import LexicalIndex, Passage, VectorIndex, kbindex
     from knowtree.store import kb as kbstore
+
+    if args.rollup is not None:
+        kbindex.ROLLUP_WEIGHT = args.rollup
 
     files = domain_files(args.domain, args.docs_limit)
     if args.issues_limit:
         subset = Path(tempfile.mkdtemp()) / "issues_subset.jsonl"
-        subset.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(files["issues"])[: args.issues_limit]))
+        subset.write_text(
+            "".join(json.dumps(r) + "\n" for r in read_jsonl(files["issues"])[: args.issues_limit])
+        )
         files["issues"] = subset
     if args.queries_limit:
         files["queries"] = files["queries"][: args.queries_limit]
@@ -151,6 +175,7 @@ def main() -> None:
         majority[row["id"]] = c.most_common(1)[0][0] if c else None
     queries = files["queries"]
     gold = [g for _, g in queries]
+    texts = [t for t, _ in queries]
 
     # the KB (Algorithm 2)
     ranked, matches, ask_s = [], collections.Counter(), time.monotonic()
@@ -163,7 +188,7 @@ def main() -> None:
         ranked.append([majority.get(x) or "none" for x in ids])
         matches[answer.match] += 1
     ask_s = time.monotonic() - ask_s
-    results: dict[str, Any] = {"kb (Algorithm 2)": hit_rates(ranked, gold)}
+    results: dict[str, Any] = {"kb (Algorithm 2)": hit_rates(ranked, gold, texts)}
 
     # flat baselines over raw issues and raw chunks, same k
     raw = load_raw_issues(files["issues"])
@@ -173,17 +198,20 @@ def main() -> None:
     by_id = {c.id: c for c in chunks}
     emb = kb.indexes().embedder
     lex_raw, vec_raw = LexicalIndex(":memory:"), VectorIndex(":memory:", embedder=emb)
-    lex_raw.add([Passage(r.id, r.text) for r in raw])
-    vec_raw.add([Passage(r.id, r.text) for r in raw])
     lex_ch, vec_ch = LexicalIndex(":memory:"), VectorIndex(":memory:", embedder=emb)
-    lex_ch.add([Passage(c.id, c.text, doc=c.doc_id) for c in chunks])
-    vec_ch.add([Passage(c.id, c.text, doc=c.doc_id) for c in chunks])
+    if not args.no_baselines:
+        lex_raw.add([Passage(r.id, r.text) for r in raw])
+        vec_raw.add([Passage(r.id, r.text) for r in raw])
+        lex_ch.add([Passage(c.id, c.text, doc=c.doc_id) for c in chunks])
+        vec_ch.add([Passage(c.id, c.text, doc=c.doc_id) for c in chunks])
     for name, idx, kind in (
         ("BM25 over raw issues", lex_raw, "raw"),
         ("dense over raw issues", vec_raw, "raw"),
         ("BM25 over raw chunks", lex_ch, "chunk"),
         ("dense over raw chunks", vec_ch, "chunk"),
     ):
+        if args.no_baselines:
+            break
         rk = []
         for text, g in queries:
             hits = [pid for pid, _ in idx.search(text, max(KS))]
@@ -191,7 +219,7 @@ def main() -> None:
                 rk.append([labels.get(pid, "other") for pid in hits])
             else:
                 rk.append([chunk_label(args.domain, by_id[pid], g) for pid in hits])
-        results[name] = hit_rates(rk, gold)
+        results[name] = hit_rates(rk, gold, texts)
 
     stats = {
         "raw_issues": len(raw),
@@ -209,6 +237,7 @@ def main() -> None:
         "model": kt.model.id,
         "embedder": emb.id,
         "metadata": metadata,
+        "rollup": kbindex.ROLLUP_WEIGHT,
         "queries": len(queries),
         "issues_limit": args.issues_limit,
         "hit_rate": results,

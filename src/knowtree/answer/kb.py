@@ -2,14 +2,16 @@
 
 1. the query's metadata is extracted against the attribute configuration (the model, values
    constrained to the allowed sets; or keywords, no model);
-2. semantic top-k over the issue nodes with the project's hybrid index (BM25 + dense, fused by
-   reciprocal rank);
+2. semantic top-k over the issue nodes (`KBIndexes.rank_issues`): the project's hybrid index (BM25 +
+   dense, fused by reciprocal rank) over each issue's title and member texts, plus the roll-up of the
+   query's chunk ranking through the chunks each issue is grounded in;
 3. each target issue in rank order: metadata equal → **exact**; the query's values inside the
    issue's (a broader parent) → **subset**, then its children are searched for an exact match;
    otherwise (**mismatch**) a child's parent is checked the same way and its siblings searched,
-   else the target is discarded. A query's `any` means "not stated": a parent that fixes a value the
-   query leaves unsaid is kept as `narrower` (the seed's extraction always fills every attribute;
-   a real user's query rarely states them all), a conflicting value discards it.
+   else the target is discarded. A query's `any` means "not stated": a parent that fixes a value
+   the query leaves unsaid is kept as `narrower` (the seed's extraction always fills every
+   attribute; a real user's query rarely states them all), a conflicting value discards it.
+   A discarded target is demoted below every accepted issue (match `semantic`), not dropped.
 
 The first accepted issue is the answer. When every target is discarded, the best semantic target is
 returned with match `semantic` and the discards are in the trace (never silently).
@@ -128,16 +130,12 @@ def hybrid_retrieve(
             children.setdefault(i.parent, []).append(i)
     for kids in children.values():
         kids.sort(key=lambda c: c.position)
-    targets: list[tuple[str, float]] = []
-    for pid, score in indexes.issues.search(query, k=max(50, 10 * k)):  # passages: titles and members
-        node = pid.split("|", 1)[0]
-        if node in issues and node not in {t for t, _ in targets}:
-            targets.append((node, score))
-        if len(targets) == k:
-            break
+    # issue nodes by their best passage (title or member) and their grounding chunks (roll-up)
+    targets = [(n, s) for n, s in indexes.rank_issues(query, depth=max(50, 10 * k)) if n in issues][:k]
     trace.append({"step": "semantic", "top": [{"id": p, "score": round(s, 5)} for p, s in targets]})
     accepted: list[Accepted] = []
     seen: set[str] = set()
+    discarded: list[tuple[str, float]] = []
 
     def accept(issue: KBIssue, match: str, target: str, score: float) -> None:
         if issue.id not in seen:
@@ -172,22 +170,26 @@ def hybrid_retrieve(
                     step["accepted"] = parent.id
             else:
                 step["discarded"] = "parent metadata conflicts with the query"
+                discarded.append((pid, score))
         elif kind == "narrower":  # a top-level issue fixing what the query leaves unsaid: kept, marked
             accept(target, "narrower", pid, score)
             step["accepted"] = pid
         else:
             step["discarded"] = "metadata conflicts with the query"
+            discarded.append((pid, score))
         trace.append(step)
-    if not accepted and targets:
-        pid, score = targets[0]
-        accept(issues[pid], "semantic", pid, score)
+    if discarded and not accepted:
         trace.append(
             {
                 "step": "fallback",
                 "note": "every target was discarded by metadata; best semantic hit returned",
-                "accepted": pid,
+                "accepted": discarded[0][0],
             }
         )
+    # a discarded target is demoted, not dropped: after every accepted issue, in semantic order,
+    # so a wrong metadata extraction cannot lose the best semantic candidate from the top k
+    for pid, score in discarded:
+        accept(issues[pid], "semantic", pid, score)
     return accepted
 
 

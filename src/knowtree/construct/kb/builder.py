@@ -234,7 +234,10 @@ def expand(ctx: KBContext, seeds: Sequence[subtrees.Seed]) -> tuple[list[KBIssue
 
 
 def make_clusters(
-    seeds: Sequence[subtrees.Seed], theme_ids: Sequence[str], groups: Sequence[Sequence[int]], dense: np.ndarray
+    seeds: Sequence[subtrees.Seed],
+    theme_ids: Sequence[str],
+    groups: Sequence[Sequence[int]],
+    dense: np.ndarray,
 ) -> list[KBCluster]:
     return [
         KBCluster(
@@ -244,18 +247,24 @@ def make_clusters(
     ]
 
 
-def issue_passages(issues: Sequence[KBIssue], members: dict[str, list[tuple[str, str]]]) -> list[Passage]:
+def issue_passages(
+    issues: Sequence[KBIssue],
+    members: dict[str, list[tuple[str, str]]],
+    ground: Callable[[Sequence[str]], dict[str, float]] | None = None,
+) -> list[Passage]:
     """What the issue index sees, per issue node: its title, and each raw issue it covers as a passage
     of its own (`ISSUE|RAW`): the node ranks by its best-matching text (nearest neighbour), so a query
     worded like any one member finds it, and long clusters do not dilute BM25 as one concatenated
-    text would. A parent covers its whole cluster; a child its own raw issues."""
+    text would. A parent covers its whole cluster; a child its own raw issues. With `ground`
+    (`KBIndexes.ground`), the title passage carries the chunks its texts are grounded in
+    (`meta["grounding"]`), which `KBIndexes.rank_issues` rolls up at query time."""
     out = []
     for issue in issues:
-        out.append(Passage(id=issue.id, text=issue.title, doc=issue.id))
         key = issue.cluster_id if issue.kind == "parent" else issue.id
-        out.extend(
-            Passage(id=f"{issue.id}|{rid}", text=text, doc=issue.id) for rid, text in members.get(key, [])
-        )
+        texts = members.get(key, [])
+        meta = {"grounding": ground([t for _, t in texts] or [issue.title])} if ground else {}
+        out.append(Passage(id=issue.id, text=issue.title, doc=issue.id, meta=meta))
+        out.extend(Passage(id=f"{issue.id}|{rid}", text=text, doc=issue.id) for rid, text in texts)
     return out
 
 
@@ -285,7 +294,7 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
     cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
     rows = [KBRaw(r.id, r.text, r.timestamp, cluster_of[r.id], links[r.id]) for r in raw]
     ctx.rows.save_parts(raw=rows, themes=found_themes, clusters=clusters, issues=issues)
-    ctx.indexes.add("issues", issue_passages(issues, member_texts(rows)))
+    ctx.indexes.add("issues", issue_passages(issues, member_texts(rows), ctx.indexes.ground))
     solved = 0
     if ctx.options.solutions == "eager":
         solved = solve_all(ctx, issues, {c.id: c for c in chunks})
@@ -383,7 +392,7 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
     members = member_texts(ctx.rows.load_raw())
     touched = set(joined.values()) | {c.id for c in new_clusters}
     affected = [i for i in [*issues, *new_issues] if i.cluster_id in touched]
-    ctx.indexes.add("issues", issue_passages(affected, members))
+    ctx.indexes.add("issues", issue_passages(affected, members, ctx.indexes.ground))
     if ctx.options.solutions == "eager" and new_issues:
         solve_all(ctx, new_issues, {c.id: c for c in ctx.rows.load_chunks()})
     n_parents = sum(i.kind == "parent" for i in new_issues)
@@ -404,6 +413,7 @@ def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
     started = time.monotonic()
     new_chunks = index_docs(ctx, sections)
     new_ids = {c.id for c in new_chunks}
+    regrounded = reground(ctx)
     chunks = {c.id: c for c in ctx.rows.load_chunks()}
     affected = []
     for issue in ctx.rows.load_issues():
@@ -428,4 +438,20 @@ def add_docs(ctx: KBContext, sections: Sequence[DocSection]) -> KBReport:
         ctx.client.usage.model_copy(),
         time.monotonic() - started,
         restale=len(affected),
+        notes=[f"{regrounded} issues re-grounded in the new chunks"] if regrounded else [],
     )
+
+
+def reground(ctx: KBContext) -> int:
+    """Re-index the title passage of every issue whose grounding the new chunks change (member
+    passages are unchanged); returns how many."""
+    lexical = ctx.indexes.lexical("issues")
+    fresh = [
+        p
+        for p in issue_passages(ctx.rows.load_issues(), member_texts(ctx.rows.load_raw()), ctx.indexes.ground)
+        if "|" not in p.id
+    ]
+    changed = [p for p in fresh if (old := lexical.get(p.id)) is None or old.meta != p.meta]
+    if changed:
+        ctx.indexes.add("issues", changed)
+    return len(changed)

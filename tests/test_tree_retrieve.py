@@ -18,6 +18,7 @@ from knowtree.cli.app import app
 from knowtree.core import KnowTree
 from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
+import knowtree.retrieve.treeindex as treeindex
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
 from knowtree.testing.models import FunctionModel, KeywordModel
@@ -163,6 +164,55 @@ def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path)
         assert emb.embedded == len(new_text)  # only text that changed is embedded again
         hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
     assert "Porto" in hits[0].text or any("Porto" in h.text for h in hits)
+
+
+def _not_derived(*_args: Any, **_kwargs: Any) -> Any:
+    raise AssertionError("entries derived again for a tree that did not change")
+
+
+def _index_writes(statements: Sequence[str]) -> list[str]:
+    """The statements that wrote entries, FTS rows or vectors of the tree index."""
+    tables = ("tree_index ", "tree_index(", "tree_index_fts", "tree_index_vec")
+    return [
+        s
+        for s in statements
+        if s.split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "REPLACE")
+        and any(t in s for t in tables)
+    ]
+
+
+def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(paths, tree="t")
+        before = _rows(kt, "t")
+        TreeIndex(kt.store, "t").vectors(HashEmbedder())
+        statements: list[str] = []
+        derived = treeindex.tree_entries
+        monkeypatch.setattr(treeindex, "tree_entries", _not_derived)  # the fingerprint says unchanged
+        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        try:
+            kt.build(paths, tree="t")  # same files, same (cached) model answers: same nodes
+            index = TreeIndex(kt.store, "t")  # and the next reader finds it current
+        finally:
+            kt.store.write(lambda c: c.set_trace_callback(None))
+        assert any("INSERT INTO nodes" in s for s in statements)  # the tree itself was saved again
+        assert _index_writes(statements) == []
+        assert index.last_sync is None  # no re-sync on read either
+        assert _rows(kt, "t") == before
+        monkeypatch.setattr(treeindex, "tree_entries", derived)
+        # one changed file: entries are derived and written again, only for what changed
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        statements.clear()
+        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        try:
+            kt.build(paths, tree="t")
+        finally:
+            kt.store.write(lambda c: c.set_trace_callback(None))
+        assert _index_writes(statements)
+        assert _rows(kt, "t") != before
 
 
 def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ turns them into ranked, packed evidence.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -26,7 +27,7 @@ from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
 from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
 from knowtree.store.protocol import Store
-from knowtree.store.rows import load_tree_nodes
+from knowtree.store.rows import NODE_COLUMNS, node_from_row
 from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
 
 T = TypeVar("T")
+ENTRY_FORMAT = "1"  # bump when `context.tree_entries` derives different entries from the same nodes
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 PROBE = 64  # entries embedded to time an embedder before embedding a whole index
 
@@ -53,11 +55,7 @@ class SyncReport:
     written: int = 0  # entries added or whose text changed (indexed again)
     removed: int = 0
     moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
-
-
-def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
-    row = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
-    return load_tree_nodes(conn, tree), (row[0] if row else None)
+    unchanged: bool = False  # the nodes were those last indexed: no entry derived, none written
 
 
 def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
@@ -90,13 +88,43 @@ def signature(conn: sqlite3.Connection, tree: str) -> str | None:
     return content_hash("index", str(row[0]), str(row[1]), str(count), docs, str(PIECE_CHARS))
 
 
+def _fingerprint(rows: Sequence[tuple], root: str | None, docs: dict[str, str]) -> str:
+    """Everything the entries are derived from: the node rows (in id order), the root, the document
+    lines and the derivation's settings. Equal fingerprints derive equal entries."""
+    h = hashlib.sha256()
+    for part in (ENTRY_FORMAT, str(PIECE_CHARS), root or "", json.dumps(sorted(docs.items()))):
+        h.update(part.encode())
+        h.update(b"\x00")
+    for row in rows:
+        for value in row:
+            h.update(str(value).encode())
+            h.update(b"\x1f")
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
 def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
 
     Runs on the caller's connection and transaction (the store's save), so a tree and its index
-    are saved together or not at all.
+    are saved together or not at all. When the node rows are those last indexed (a rebuild that
+    changed nothing) no entry is derived and none is written: only the state row's signature
+    follows the tree's `updated` time.
     """
-    nodes, root = _load_nodes(conn, tree)
+    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? ORDER BY id", (tree,)).fetchall()
+    found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
+    root = found[0] if found else None
+    docs = _doc_context(conn, tree)
+    content = _fingerprint(rows, root, docs)
+    sig = signature(conn, tree)
+    state = conn.execute(
+        "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
+    ).fetchone()
+    if sig is not None and state is not None and state[2] == content:
+        if state[0] != sig:
+            conn.execute("UPDATE tree_index_state SET signature = ? WHERE tree = ?", (sig, tree))
+        return SyncReport(entries=state[1], unchanged=True)
+    nodes = {r[0]: node_from_row(r) for r in rows}
     existing = {
         r[0]: (r[1], r[2], r[3])
         for r in conn.execute(
@@ -105,7 +133,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     }
     entries: list[Entry] = []
     if root is not None and root in nodes:
-        entries = tree_entries(nodes, root, doc_context=_doc_context(conn, tree))
+        entries = tree_entries(nodes, root, doc_context=docs)
     hashes = {}
     for e in entries:
         body = e.body_hash
@@ -157,13 +185,13 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     texts = {h[0] for h in hashes.values()}
     dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
     conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
-    sig = signature(conn, tree)
     if sig is None:
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
     else:
         conn.execute(
-            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated) VALUES (?, ?, ?, ?)",
-            (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds")),
+            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds"), content),
         )
     return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
 

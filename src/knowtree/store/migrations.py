@@ -275,6 +275,11 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER
     );
     """,
+    # the tree index's content fingerprint (retrieve/treeindex.py): a hash of the node rows and
+    # document lines its entries were derived from, so a save that changed nothing writes no entry
+    """
+    ALTER TABLE tree_index_state ADD COLUMN content TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

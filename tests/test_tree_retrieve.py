@@ -163,6 +163,7 @@ def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path)
         TreeIndex(kt.store, "t").vectors(emb)
         assert emb.embedded == len(new_text)  # only text that changed is embedded again
         hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
+        _fts_consistent(kt)
     assert "Porto" in hits[0].text or any("Porto" in h.text for h in hits)
 
 
@@ -213,6 +214,31 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
             kt.store.write(lambda c: c.set_trace_callback(None))
         assert _index_writes(statements)
         assert _rows(kt, "t") != before
+        _fts_consistent(kt)
+
+
+def _fts_consistent(kt: KnowTree) -> None:
+    """The FTS index holds exactly the entries' current text: every (term, row, offset) equals a fresh
+    index's over `tree_index.body` (external content: SQLite's own integrity-check does not compare)."""
+
+    def instances(c: Any) -> tuple[list[tuple], list[tuple]]:
+        c.execute(
+            "CREATE VIRTUAL TABLE temp.fresh_fts USING fts5(body,"
+            " tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        c.execute("INSERT INTO temp.fresh_fts(rowid, body) SELECT rid, body FROM tree_index")
+        c.execute("CREATE VIRTUAL TABLE temp.kept_v USING fts5vocab(main, tree_index_fts, instance)")
+        c.execute("CREATE VIRTUAL TABLE temp.fresh_v USING fts5vocab(temp, fresh_fts, instance)")
+        try:
+            kept = c.execute("SELECT term, doc, offset FROM temp.kept_v ORDER BY 1, 2, 3").fetchall()
+            fresh = c.execute("SELECT term, doc, offset FROM temp.fresh_v ORDER BY 1, 2, 3").fetchall()
+        finally:
+            for table in ("kept_v", "fresh_v", "fresh_fts"):
+                c.execute(f"DROP TABLE temp.{table}")
+        return kept, fresh
+
+    kept, fresh = kt.store.write(instances)
+    assert kept == fresh and kept
 
 
 def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:
@@ -408,6 +434,8 @@ def test_removing_a_tree_removes_its_index(tmp_path: Path) -> None:
             ]
         )
         assert left == [0, 0, 0]
+        _fts_consistent(kt)
+        assert TreeIndex(kt.store, "u").lexical("launch budget")
 
 
 def test_chat_add_with_no_summaries_then_retrieve_from_the_cli(

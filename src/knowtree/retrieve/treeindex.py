@@ -128,7 +128,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     existing = {
         r[0]: (r[1], r[2], r[3])
         for r in conn.execute(
-            "SELECT id, hash, rowid, body_hash FROM tree_index WHERE tree = ?", (tree,)
+            "SELECT id, hash, rid, body_hash FROM tree_index WHERE tree = ?", (tree,)
         ).fetchall()
     }
     entries: list[Entry] = []
@@ -145,15 +145,15 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     wanted = {e.id for e in entries}
     removed = [i for i in existing if i not in wanted]
     gone = [*removed, *(e.id for e in changed if e.id in existing)]
-    conn.executemany("DELETE FROM tree_index_fts WHERE rowid = ?", [(existing[i][1],) for i in gone])
-    conn.executemany("DELETE FROM tree_index WHERE rowid = ?", [(existing[i][1],) for i in gone])
+    _delete_rows(conn, [existing[i][1] for i in gone])
     conn.executemany(
-        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rowid = ?",
+        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rid = ?",
         [
             (e.node, e.parent, int(e.leaf), e.order, hashes[e.id][1], json.dumps(e.cite), existing[e.id][1])
             for e in moved
         ],
     )
+    last = conn.execute("SELECT COALESCE(MAX(rid), 0) FROM tree_index").fetchone()[0]  # new rows come after
     conn.executemany(
         "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -174,11 +174,11 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             for e in changed
         ],
     )
-    if changed:  # the FTS row shares the entry's rowid: deletes never scan the FTS table
-        rowids = dict(conn.execute("SELECT id, rowid FROM tree_index WHERE tree = ?", (tree,)).fetchall())
-        conn.executemany(
-            "INSERT INTO tree_index_fts(rowid, tree, id, body) VALUES (?, ?, ?, ?)",
-            [(rowids[e.id], tree, e.id, e.body) for e in changed],
+    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
+        conn.execute(
+            "INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rid, tree, id, body FROM tree_index"
+            " WHERE rid > ?",
+            (last,),
         )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # `TreeIndex.vectors` reuses it by text, then drops it
@@ -196,9 +196,27 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
 
 
+def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
+    """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
+    for i in range(0, len(rids), chunk):
+        part = list(rids[i : i + chunk])
+        marks = ",".join("?" * len(part))
+        conn.execute(
+            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
+            f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",
+            part,
+        )
+        conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
+
+
 def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
-    for table in ("tree_index", "tree_index_fts", "tree_index_vec", "tree_index_state"):
+    conn.execute(
+        "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
+        " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
+        (tree,),
+    )
+    for table in ("tree_index", "tree_index_vec", "tree_index_state"):
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
 

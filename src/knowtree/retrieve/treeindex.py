@@ -96,9 +96,7 @@ def _fingerprint(rows: Sequence[tuple], root: str | None, docs: dict[str, str]) 
         h.update(part.encode())
         h.update(b"\x00")
     for row in rows:
-        for value in row:
-            h.update(str(value).encode())
-            h.update(b"\x1f")
+        h.update("\x1f".join(map(str, row)).encode())
         h.update(b"\x1e")
     return h.hexdigest()
 

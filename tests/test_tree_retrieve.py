@@ -241,6 +241,92 @@ def _fts_consistent(kt: KnowTree) -> None:
     assert kept == fresh and kept
 
 
+def _index_table(kt: KnowTree, tree: str) -> list[tuple]:
+    """Every indexed entry's derived content (not its rowid or reuse key)."""
+    return kt.store.read(
+        lambda c: c.execute(
+            "SELECT id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json FROM tree_index"
+            " WHERE tree = ? ORDER BY id",
+            (tree,),
+        ).fetchall()
+    )
+
+
+def _derived_afresh(kt: KnowTree, tree: str) -> list[tuple]:
+    """The entries a from-scratch derivation gives (in a transaction rolled back)."""
+
+    class Rollback(Exception):
+        pass
+
+    got: list[list[tuple]] = []
+
+    def fresh(c: Any) -> None:
+        treeindex.drop_entries(c, tree)
+        report = treeindex.sync_entries(c, tree)
+        assert report.reused == 0 and report.written == report.entries
+        got.append(_index_table_on(c, tree))
+        raise Rollback
+
+    with pytest.raises(Rollback):
+        kt.store.write(fresh)
+    return got[0]
+
+
+def _index_table_on(c: Any, tree: str) -> list[tuple]:
+    return c.execute(
+        "SELECT id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json FROM tree_index"
+        " WHERE tree = ? ORDER BY id",
+        (tree,),
+    ).fetchall()
+
+
+def test_an_update_derives_only_changed_leaves_and_equals_a_fresh_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    reports: list[treeindex.SyncReport] = []
+    original = treeindex.sync_entries
+
+    def spy(c: Any, tree: str) -> treeindex.SyncReport:
+        reports.append(original(c, tree))
+        return reports[-1]
+
+    monkeypatch.setattr(treeindex, "sync_entries", spy)  # the store's hook looks it up at each save
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:  # summaries: contexts depend on them
+        kt.build(paths, tree="t")
+        Path(paths[1]).write_text(CORPUS["launch.md"] + "\nThe crowd cheered in Porto.\n", encoding="utf-8")
+        kt.build(paths, tree="t")
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
+        _fts_consistent(kt)
+        hits = kt.tree("t").retrieve("Where did the crowd cheer?", budget_tokens=200, embedder="hash")
+        assert any("Porto" in h.text for h in hits)
+        Path(paths[1]).write_text(CORPUS["launch.md"], encoding="utf-8")  # back as it was
+        reports.clear()
+        kt.build(paths, tree="t")
+        report = reports[0]
+        assert report.reused > 0  # the other documents' leaves were not derived again
+        assert report.written < report.entries
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
+        _fts_consistent(kt)
+
+
+def test_a_memory_update_reuses_the_indexed_messages(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = kt.memory("chat")
+        talk = [
+            {"role": "user", "name": "Ann" if i % 2 else "Bob", "content": f"Message {i} about plan {i % 7}."}
+            for i in range(310)
+        ]
+        mem.add(talk[:300])
+        first = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
+        assert first.reused == 0 and first.entries
+        mem.add(talk[300:])
+        again = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
+        assert again.reused > 0 and again.written < again.entries
+        assert _index_table(kt, "chat") == _derived_afresh(kt, "chat")
+        _fts_consistent(kt)
+
+
 def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:
     paths = write_corpus(tmp_path / "docs")
     with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:

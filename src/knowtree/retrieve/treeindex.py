@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
+from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, row_hash, tree_entries
+from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
-from knowtree.store.rows import NODE_COLUMNS, node_from_row
-from knowtree.types import Node, content_hash
+from knowtree.store.rows import NODE_COLUMNS
+from knowtree.types import content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
 
 T = TypeVar("T")
-ENTRY_FORMAT = "1"  # bump when `context.tree_entries` derives different entries from the same nodes
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 PROBE = 64  # entries embedded to time an embedder before embedding a whole index
 
@@ -56,6 +56,7 @@ class SyncReport:
     removed: int = 0
     moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
     unchanged: bool = False  # the nodes were those last indexed: no entry derived, none written
+    reused: int = 0  # entries of leaves whose inputs did not change: neither derived nor written
 
 
 def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
@@ -122,39 +123,68 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
         if state[0] != sig:
             conn.execute("UPDATE tree_index_state SET signature = ? WHERE tree = ?", (sig, tree))
         return SyncReport(entries=state[1], unchanged=True)
-    nodes = {r[0]: node_from_row(r) for r in rows}
     existing = {
-        r[0]: (r[1], r[2], r[3])
+        r[0]: r[1:]
         for r in conn.execute(
-            "SELECT id, hash, rid, body_hash FROM tree_index WHERE tree = ?", (tree,)
+            "SELECT id, hash, rid, body_hash, node, src, leaf, parent, ord FROM tree_index WHERE tree = ?",
+            (tree,),
         ).fetchall()
     }
+    leaves = LeafReuse(rows, existing, docs)
     entries: list[Entry] = []
-    if root is not None and root in nodes:
-        entries = tree_entries(nodes, root, doc_context=docs)
+    if root is not None and root in leaves.nodes:
+        entries = tree_entries(
+            leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys
+        )
     hashes = {}
     for e in entries:
         body = e.body_hash
         hashes[e.id] = (body, e.row_hash(body))
-    stale = [e for e in entries if existing.get(e.id, ("",))[0] != hashes[e.id][1]]
+    stale = [
+        e
+        for e in entries
+        if e.id not in existing or existing[e.id][0] != hashes[e.id][1] or existing[e.id][4] != e.source
+    ]
     # same text, new place (an ancestor's id changed): the row is updated, its FTS row and vectors stay
     moved = [e for e in stale if e.id in existing and existing[e.id][2] == hashes[e.id][0]]
     changed = [e for e in stale if not (e.id in existing and existing[e.id][2] == hashes[e.id][0])]
-    wanted = {e.id for e in entries}
+    wanted = {e.id for e in entries} | leaves.kept
     removed = [i for i in existing if i not in wanted]
     gone = [*removed, *(e.id for e in changed if e.id in existing)]
     _delete_rows(conn, [existing[i][1] for i in gone])
+    # kept leaves under a new parent id: the entries naming it are re-pointed, their text untouched
     conn.executemany(
-        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rid = ?",
+        "UPDATE tree_index SET parent = ?, hash = ? WHERE rid = ?",
         [
-            (e.node, e.parent, int(e.leaf), e.order, hashes[e.id][1], json.dumps(e.cite), existing[e.id][1])
+            (
+                parent or None,
+                row_hash(parent or None, existing[i][2], existing[i][7], bool(existing[i][5])),
+                existing[i][1],
+            )
+            for i, parent in leaves.moves
+        ],
+    )
+    conn.executemany(
+        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ?, src = ?"
+        " WHERE rid = ?",
+        [
+            (
+                e.node,
+                e.parent,
+                int(e.leaf),
+                e.order,
+                hashes[e.id][1],
+                json.dumps(e.cite),
+                e.source,
+                existing[e.id][1],
+            )
             for e in moved
         ],
     )
     last = conn.execute("SELECT COALESCE(MAX(rid), 0) FROM tree_index").fetchone()[0]  # new rows come after
     conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 tree,
@@ -168,6 +198,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
                 e.text,
                 e.context,
                 json.dumps(e.cite),
+                e.source,
             )
             for e in changed
         ],
@@ -180,7 +211,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
         )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # `TreeIndex.vectors` reuses it by text, then drops it
-    texts = {h[0] for h in hashes.values()}
+    texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
     conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
     if sig is None:
@@ -191,7 +222,13 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             " VALUES (?, ?, ?, ?, ?)",
             (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds"), content),
         )
-    return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
+    return SyncReport(
+        entries=len(entries) + len(leaves.kept),
+        written=len(changed),
+        removed=len(removed),
+        moved=len(moved) + len(leaves.moves),
+        reused=len(leaves.kept),
+    )
 
 
 def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:

@@ -282,7 +282,8 @@ MIGRATIONS: list[str] = [
     """,
     # the tree index's BM25 rows read their text from `tree_index` (an external-content FTS5 table
     # over a generated `body` column: context, newline, text) instead of keeping a second copy of it;
-    # `rid` makes the shared rowid explicit (VACUUM keeps an INTEGER PRIMARY KEY, not an implicit rowid)
+    # `rid` makes the shared rowid explicit (VACUUM keeps an INTEGER PRIMARY KEY, not an implicit rowid);
+    # `src`: the key of what a leaf's entries were derived from, so an update skips unchanged leaves
     """
     CREATE TABLE tree_index_rid (
         rid INTEGER PRIMARY KEY,
@@ -297,6 +298,7 @@ MIGRATIONS: list[str] = [
         text TEXT NOT NULL,
         context TEXT NOT NULL,
         cite_json TEXT NOT NULL DEFAULT '{}',
+        src TEXT NOT NULL DEFAULT '',
         body TEXT GENERATED ALWAYS AS (
             CASE WHEN context = '' THEN text ELSE context || char(10) || text END
         ) VIRTUAL,

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import knowtree.retrieve.treeindex as treeindex
 from conftest import CORPUS, write_corpus
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
 from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
-import knowtree.retrieve.treeindex as treeindex
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
 from knowtree.testing.models import FunctionModel, KeywordModel

@@ -153,7 +153,7 @@ def _where(node: Node) -> str:
 
 #: reuse(node id, parent, order, crumbs, extra, summaries) -> (pieces, text) when the node is a leaf
 #: whose entries are already indexed exactly as they would be derived here, else None
-Reuse = Callable[[str, "str | None", int, Sequence[str], Sequence[str], Sequence[str]], "tuple[int, str] | None"]
+Reuse = Callable[[str, str | None, int, Sequence[str], Sequence[str], Sequence[str]], tuple[int, str] | None]
 
 
 def tree_entries(

@@ -48,7 +48,9 @@ class LeafReuse:
     Its parent is not in the key: a kept leaf under a new parent id (a rebuilt branch or root) has
     the entries that name it re-pointed (`moves`), as a derivation would."""
 
-    def __init__(self, rows: Sequence[tuple], existing: dict[str, tuple[Any, ...]], docs: dict[str, str]) -> None:
+    def __init__(
+        self, rows: Sequence[tuple], existing: dict[str, tuple[Any, ...]], docs: dict[str, str]
+    ) -> None:
         self.nodes = LazyNodes({r[0]: r for r in rows})
         self.docs = content_hash(json.dumps(sorted(docs.items())))
         self.keys: dict[str, str] = {}

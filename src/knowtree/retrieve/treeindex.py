@@ -133,9 +133,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     leaves = LeafReuse(rows, existing, docs)
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
-        entries = tree_entries(
-            leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys
-        )
+        entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
     hashes = {}
     for e in entries:
         body = e.body_hash

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,9 +151,10 @@ def _where(node: Node) -> str:
     return ", ".join(parts)
 
 
-#: reuse(node id, parent, order, crumbs, extra, summaries) -> (pieces, text) when the node is a leaf
-#: whose entries are already indexed exactly as they would be derived here, else None
-Reuse = Callable[[str, str | None, int, Sequence[str], Sequence[str], Sequence[str]], tuple[int, str] | None]
+#: reuse(node id, parent, order of its first piece, trail key) -> (pieces, text) when the node is a
+#: leaf whose entries are already indexed exactly as they would be derived here, else None. The
+#: trail key joins what the leaf's context takes from its ancestors (labels, document lines, summaries).
+Reuse = Callable[[str, str | None, int, str], tuple[int, str] | None]
 
 
 def tree_entries(
@@ -178,20 +179,30 @@ def tree_entries(
     order = 0
     root = nodes[root_id]
 
-    def visit(node_id: str, parent: str | None, trail: list[Node]) -> list[str]:
-        """Add the entries under `node_id`; returns the texts of its leaves (for small subtrees)."""
-        nonlocal order
-        crumbs = [_label(a) for a in trail if _label(a)]
+    def view(trail: list[Node]) -> tuple[list[str], list[str], list[str], str]:
+        """What a node's context takes from its ancestors, and all of it as one key (for `reuse`)."""
+        crumbs = [label for label in map(_label, trail) if label]
         extra = [doc_context[a.id] for a in trail if a.id in doc_context]
         summaries = [a.meta.summary[:SUMMARY_CHARS] for a in trail[-2:] if a.meta.summary and a.id != root_id]
+        return crumbs, extra, summaries, "\x1d".join("\x1e".join(x) for x in (crumbs, extra, summaries))
+
+    def visit(
+        node_id: str,
+        parent: str | None,
+        trail: list[Node],
+        above: tuple[list[str], list[str], list[str], str],
+    ) -> list[str]:
+        """Add the entries under `node_id`; returns the texts of its leaves (for small subtrees)."""
+        nonlocal order
+        crumbs, extra, summaries, trail_key = above  # shared by siblings: never changed here
         if reuse is not None:
-            kept = reuse(node_id, parent, order, crumbs, extra, summaries)
+            kept = reuse(node_id, parent, order, trail_key)
             if kept is not None:
                 order += kept[0]
                 return [kept[1]]
         node = nodes[node_id]
         if node.spans and node.spans[0].file in doc_context and not extra:
-            extra.append(doc_context[node.spans[0].file])
+            extra = [doc_context[node.spans[0].file]]
         if node.is_leaf:
             source = (sources or {}).get(node_id, "")
             where = _where(node)
@@ -254,8 +265,10 @@ def tree_entries(
             )
             return [node.text]
         texts: list[str] = []
+        below = [*trail, node]
+        below_view = view(below)
         for child in node.children:
-            texts.extend(visit(child, node_id, [*trail, node]))
+            texts.extend(visit(child, node_id, below, below_view))
         meta = _meta_text(node)
         body_text = meta
         if not node.meta.summary and node_id != root_id:
@@ -273,5 +286,5 @@ def tree_entries(
         )
         return texts
 
-    visit(root.id, None, [])
+    visit(root.id, None, [], view([]))
     return entries

@@ -49,9 +49,14 @@ class LeafReuse:
     the entries that name it re-pointed (`moves`), as a derivation would."""
 
     def __init__(
-        self, rows: Sequence[tuple], existing: dict[str, tuple[Any, ...]], docs: dict[str, str]
+        self,
+        rows: Sequence[tuple],
+        digests: dict[str, str],
+        existing: dict[str, tuple[Any, ...]],
+        docs: dict[str, str],
     ) -> None:
         self.nodes = LazyNodes({r[0]: r for r in rows})
+        self.digests = digests  # node id -> hash of its row (`treeindex.row_digests`)
         self.docs = content_hash(json.dumps(sorted(docs.items())))
         self.keys: dict[str, str] = {}
         self.kept: set[str] = set()
@@ -61,15 +66,7 @@ class LeafReuse:
         for entry_id, row in existing.items():
             self.indexed.setdefault(row[3], []).append((entry_id, row[4], int(row[5]), row[6]))
 
-    def reuse(
-        self,
-        node_id: str,
-        parent: str | None,
-        order: int,
-        crumbs: Sequence[str],
-        extra: Sequence[str],
-        summaries: Sequence[str],
-    ) -> tuple[int, str] | None:
+    def reuse(self, node_id: str, parent: str | None, order: int, trail_key: str) -> tuple[int, str] | None:
         row = self.nodes.rows.get(node_id)
         if row is None or row[1] != NodeKind.LEAF.value:
             return None
@@ -78,11 +75,9 @@ class LeafReuse:
             ENTRY_FORMAT,
             str(PIECE_CHARS),
             self.docs,
-            "\x1f".join(map(str, row)),
+            self.digests[node_id],
             str(order),
-            "\x1e".join(crumbs),
-            "\x1e".join(extra),
-            "\x1e".join(summaries),
+            trail_key,
             length=32,
         )
         self.keys[node_id] = key

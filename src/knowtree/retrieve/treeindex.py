@@ -89,16 +89,20 @@ def signature(conn: sqlite3.Connection, tree: str) -> str | None:
     return content_hash("index", str(row[0]), str(row[1]), str(count), docs, str(PIECE_CHARS))
 
 
-def _fingerprint(rows: Sequence[tuple], root: str | None, docs: dict[str, str]) -> str:
-    """Everything the entries are derived from: the node rows (in id order), the root, the document
-    lines and the derivation's settings. Equal fingerprints derive equal entries."""
+def row_digests(rows: Sequence[tuple]) -> dict[str, str]:
+    """A hash of each node row (`SELECT {NODE_COLUMNS}`), by node id."""
+    return {r[0]: hashlib.sha256("\x1f".join(map(str, r)).encode()).hexdigest() for r in rows}
+
+
+def _fingerprint(digests: dict[str, str], root: str | None, docs: dict[str, str]) -> str:
+    """Everything the entries are derived from: the node rows, the root, the document lines and the
+    derivation's settings. Equal fingerprints derive equal entries."""
     h = hashlib.sha256()
     for part in (ENTRY_FORMAT, str(PIECE_CHARS), root or "", json.dumps(sorted(docs.items()))):
         h.update(part.encode())
         h.update(b"\x00")
-    for row in rows:
-        h.update("\x1f".join(map(str, row)).encode())
-        h.update(b"\x1e")
+    for node_id in sorted(digests):
+        h.update(f"{node_id}:{digests[node_id]}\x1e".encode())
     return h.hexdigest()
 
 
@@ -110,11 +114,12 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     changed nothing) no entry is derived and none is written: only the state row's signature
     follows the tree's `updated` time.
     """
-    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? ORDER BY id", (tree,)).fetchall()
+    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
     found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
     root = found[0] if found else None
     docs = _doc_context(conn, tree)
-    content = _fingerprint(rows, root, docs)
+    digests = row_digests(rows)
+    content = _fingerprint(digests, root, docs)
     sig = signature(conn, tree)
     state = conn.execute(
         "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
@@ -130,7 +135,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             (tree,),
         ).fetchall()
     }
-    leaves = LeafReuse(rows, existing, docs)
+    leaves = LeafReuse(rows, digests, existing, docs)
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
         entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
@@ -218,7 +223,13 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
         conn.execute(
             "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content)"
             " VALUES (?, ?, ?, ?, ?)",
-            (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds"), content),
+            (
+                tree,
+                sig,
+                len(entries) + len(leaves.kept),
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                content,
+            ),
         )
     return SyncReport(
         entries=len(entries) + len(leaves.kept),

@@ -3,8 +3,11 @@
 `sync_entries(conn, tree)` runs inside the store's save transaction (a hook on the store,
 registered by `attach(store)`): it derives the contextual entries of the saved tree (`retrieve.context`),
 compares their content hashes with what is indexed and rewrites only the entries that changed,
-in the `tree_index` table and its FTS5 twin (BM25 with the porter stemmer, the same query building
-as `retrieve.bm25`). No model call: titles, pages, times and summaries are already in the nodes.
+in the `tree_index` table and its FTS5 index (external content: BM25 with the porter stemmer over
+`tree_index.body`, the same query building as `retrieve.bm25`). No model call: titles, pages, times
+and summaries are already in the nodes. Incremental: a save whose node rows are those last indexed
+(a content fingerprint) derives nothing, and a leaf whose inputs did not change is neither parsed
+nor derived again (`retrieve.indexreuse`).
 
 Vectors are per embedder (`tree_index_vec`, keyed by entry hash): `TreeIndex.vectors()` embeds the
 entries that have no vector for the current hash, so an edit re-embeds only what changed.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
+from knowtree.store.migrations import MIGRATIONS
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
@@ -324,6 +326,58 @@ def test_a_memory_update_reuses_the_indexed_messages(tmp_path: Path) -> None:
         again = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
         assert again.reused > 0 and again.written < again.entries
         assert _index_table(kt, "chat") == _derived_afresh(kt, "chat")
+        _fts_consistent(kt)
+
+
+_OLD_LAYOUT = """
+CREATE TABLE old_index AS SELECT tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json
+    FROM tree_index ORDER BY rid;
+CREATE TABLE old_state AS SELECT tree, signature, entries, updated FROM tree_index_state;
+DROP TABLE tree_index_fts;
+DROP TABLE tree_index;
+DROP TABLE tree_index_state;
+CREATE TABLE tree_index (tree TEXT NOT NULL, id TEXT NOT NULL, node TEXT NOT NULL, parent TEXT,
+    leaf INTEGER NOT NULL, ord INTEGER NOT NULL, hash TEXT NOT NULL, body_hash TEXT NOT NULL,
+    text TEXT NOT NULL, context TEXT NOT NULL, cite_json TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (tree, id));
+INSERT INTO tree_index SELECT * FROM old_index;
+CREATE VIRTUAL TABLE tree_index_fts USING fts5(
+    tree UNINDEXED, id UNINDEXED, body, tokenize = 'porter unicode61 remove_diacritics 2');
+INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rowid, tree, id,
+    CASE WHEN context = '' THEN text ELSE context || char(10) || text END FROM tree_index;
+CREATE TABLE tree_index_state (tree TEXT PRIMARY KEY, signature TEXT NOT NULL, entries INTEGER NOT NULL,
+    updated TEXT NOT NULL);
+INSERT INTO tree_index_state SELECT * FROM old_state;
+DROP TABLE old_index;
+DROP TABLE old_state
+"""
+
+
+def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -> None:
+    """A database whose tree index predates migrations 11-12 (FTS rows holding their own text, no
+    `rid`, `src` or fingerprint) keeps its entries and answers the same after the upgrade."""
+    paths = write_corpus(tmp_path / "docs")
+    question = "Who approved the marketing budget?"
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(paths, tree="t")
+        entries = _index_table(kt, "t")
+        lexical = TreeIndex(kt.store, "t").lexical(question)
+        evidence = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
+    conn = sqlite3.connect(tmp_path / "kb.db", isolation_level=None)
+    conn.executescript(_OLD_LAYOUT)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 2}")
+    conn.close()
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        assert _index_table(kt, "t") == entries
+        _fts_consistent(kt)
+        index = TreeIndex(kt.store, "t")
+        assert index.lexical(question) == lexical
+        again = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
+        assert [(e.node_id, e.text, e.score) for e in again] == [
+            (e.node_id, e.text, e.score) for e in evidence
+        ]
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        kt.build(paths, tree="t")  # the first save after the upgrade derives afresh (no keys yet)
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
         _fts_consistent(kt)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import knowtree.retrieve.treeindex as treeindex
 from conftest import CORPUS, write_corpus
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
@@ -20,6 +22,7 @@ from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
+from knowtree.store.migrations import MIGRATIONS
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
@@ -162,7 +165,220 @@ def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path)
         TreeIndex(kt.store, "t").vectors(emb)
         assert emb.embedded == len(new_text)  # only text that changed is embedded again
         hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
+        _fts_consistent(kt)
     assert "Porto" in hits[0].text or any("Porto" in h.text for h in hits)
+
+
+def _not_derived(*_args: Any, **_kwargs: Any) -> Any:
+    raise AssertionError("entries derived again for a tree that did not change")
+
+
+def _index_writes(statements: Sequence[str]) -> list[str]:
+    """The statements that wrote entries, FTS rows or vectors of the tree index."""
+    tables = ("tree_index ", "tree_index(", "tree_index_fts", "tree_index_vec")
+    return [
+        s
+        for s in statements
+        if s.split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "REPLACE")
+        and any(t in s for t in tables)
+    ]
+
+
+def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(paths, tree="t")
+        before = _rows(kt, "t")
+        TreeIndex(kt.store, "t").vectors(HashEmbedder())
+        statements: list[str] = []
+        derived = treeindex.tree_entries
+        monkeypatch.setattr(treeindex, "tree_entries", _not_derived)  # the fingerprint says unchanged
+        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        try:
+            kt.build(paths, tree="t")  # same files, same (cached) model answers: same nodes
+            index = TreeIndex(kt.store, "t")  # and the next reader finds it current
+        finally:
+            kt.store.write(lambda c: c.set_trace_callback(None))
+        assert any("INSERT INTO nodes" in s for s in statements)  # the tree itself was saved again
+        assert _index_writes(statements) == []
+        assert index.last_sync is None  # no re-sync on read either
+        assert _rows(kt, "t") == before
+        monkeypatch.setattr(treeindex, "tree_entries", derived)
+        # one changed file: entries are derived and written again, only for what changed
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        statements.clear()
+        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        try:
+            kt.build(paths, tree="t")
+        finally:
+            kt.store.write(lambda c: c.set_trace_callback(None))
+        assert _index_writes(statements)
+        assert _rows(kt, "t") != before
+        _fts_consistent(kt)
+
+
+def _fts_consistent(kt: KnowTree) -> None:
+    """The FTS index holds exactly the entries' current text: every (term, row, offset) equals a fresh
+    index's over `tree_index.body` (external content: SQLite's own integrity-check does not compare)."""
+
+    def instances(c: Any) -> tuple[list[tuple], list[tuple]]:
+        c.execute(
+            "CREATE VIRTUAL TABLE temp.fresh_fts USING fts5(body,"
+            " tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        c.execute("INSERT INTO temp.fresh_fts(rowid, body) SELECT rid, body FROM tree_index")
+        c.execute("CREATE VIRTUAL TABLE temp.kept_v USING fts5vocab(main, tree_index_fts, instance)")
+        c.execute("CREATE VIRTUAL TABLE temp.fresh_v USING fts5vocab(temp, fresh_fts, instance)")
+        try:
+            kept = c.execute("SELECT term, doc, offset FROM temp.kept_v ORDER BY 1, 2, 3").fetchall()
+            fresh = c.execute("SELECT term, doc, offset FROM temp.fresh_v ORDER BY 1, 2, 3").fetchall()
+        finally:
+            for table in ("kept_v", "fresh_v", "fresh_fts"):
+                c.execute(f"DROP TABLE temp.{table}")
+        return kept, fresh
+
+    kept, fresh = kt.store.write(instances)
+    assert kept == fresh and kept
+
+
+def _index_table(kt: KnowTree, tree: str) -> list[tuple]:
+    """Every indexed entry's derived content (not its rowid or reuse key)."""
+    return kt.store.read(
+        lambda c: c.execute(
+            "SELECT id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json FROM tree_index"
+            " WHERE tree = ? ORDER BY id",
+            (tree,),
+        ).fetchall()
+    )
+
+
+def _derived_afresh(kt: KnowTree, tree: str) -> list[tuple]:
+    """The entries a from-scratch derivation gives (in a transaction rolled back)."""
+
+    class Rollback(Exception):
+        pass
+
+    got: list[list[tuple]] = []
+
+    def fresh(c: Any) -> None:
+        treeindex.drop_entries(c, tree)
+        report = treeindex.sync_entries(c, tree)
+        assert report.reused == 0 and report.written == report.entries
+        got.append(_index_table_on(c, tree))
+        raise Rollback
+
+    with pytest.raises(Rollback):
+        kt.store.write(fresh)
+    return got[0]
+
+
+def _index_table_on(c: Any, tree: str) -> list[tuple]:
+    return c.execute(
+        "SELECT id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json FROM tree_index"
+        " WHERE tree = ? ORDER BY id",
+        (tree,),
+    ).fetchall()
+
+
+def test_an_update_derives_only_changed_leaves_and_equals_a_fresh_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    reports: list[treeindex.SyncReport] = []
+    original = treeindex.sync_entries
+
+    def spy(c: Any, tree: str) -> treeindex.SyncReport:
+        reports.append(original(c, tree))
+        return reports[-1]
+
+    monkeypatch.setattr(treeindex, "sync_entries", spy)  # the store's hook looks it up at each save
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:  # summaries: contexts depend on them
+        kt.build(paths, tree="t")
+        Path(paths[1]).write_text(CORPUS["launch.md"] + "\nThe crowd cheered in Porto.\n", encoding="utf-8")
+        kt.build(paths, tree="t")
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
+        _fts_consistent(kt)
+        hits = kt.tree("t").retrieve("Where did the crowd cheer?", budget_tokens=200, embedder="hash")
+        assert any("Porto" in h.text for h in hits)
+        Path(paths[1]).write_text(CORPUS["launch.md"], encoding="utf-8")  # back as it was
+        reports.clear()
+        kt.build(paths, tree="t")
+        report = reports[0]
+        assert report.reused > 0  # the other documents' leaves were not derived again
+        assert report.written < report.entries
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
+        _fts_consistent(kt)
+
+
+def test_a_memory_update_reuses_the_indexed_messages(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = kt.memory("chat")
+        talk = [
+            {"role": "user", "name": "Ann" if i % 2 else "Bob", "content": f"Message {i} about plan {i % 7}."}
+            for i in range(310)
+        ]
+        mem.add(talk[:300])
+        first = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
+        assert first.reused == 0 and first.entries
+        mem.add(talk[300:])
+        again = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
+        assert again.reused > 0 and again.written < again.entries
+        assert _index_table(kt, "chat") == _derived_afresh(kt, "chat")
+        _fts_consistent(kt)
+
+
+_OLD_LAYOUT = """
+CREATE TABLE old_index AS SELECT tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json
+    FROM tree_index ORDER BY rid;
+CREATE TABLE old_state AS SELECT tree, signature, entries, updated FROM tree_index_state;
+DROP TABLE tree_index_fts;
+DROP TABLE tree_index;
+DROP TABLE tree_index_state;
+CREATE TABLE tree_index (tree TEXT NOT NULL, id TEXT NOT NULL, node TEXT NOT NULL, parent TEXT,
+    leaf INTEGER NOT NULL, ord INTEGER NOT NULL, hash TEXT NOT NULL, body_hash TEXT NOT NULL,
+    text TEXT NOT NULL, context TEXT NOT NULL, cite_json TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (tree, id));
+INSERT INTO tree_index SELECT * FROM old_index;
+CREATE VIRTUAL TABLE tree_index_fts USING fts5(
+    tree UNINDEXED, id UNINDEXED, body, tokenize = 'porter unicode61 remove_diacritics 2');
+INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rowid, tree, id,
+    CASE WHEN context = '' THEN text ELSE context || char(10) || text END FROM tree_index;
+CREATE TABLE tree_index_state (tree TEXT PRIMARY KEY, signature TEXT NOT NULL, entries INTEGER NOT NULL,
+    updated TEXT NOT NULL);
+INSERT INTO tree_index_state SELECT * FROM old_state;
+DROP TABLE old_index;
+DROP TABLE old_state
+"""
+
+
+def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -> None:
+    """A database whose tree index predates migrations 11-12 (FTS rows holding their own text, no
+    `rid`, `src` or fingerprint) keeps its entries and answers the same after the upgrade."""
+    paths = write_corpus(tmp_path / "docs")
+    question = "Who approved the marketing budget?"
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(paths, tree="t")
+        entries = _index_table(kt, "t")
+        lexical = TreeIndex(kt.store, "t").lexical(question)
+        evidence = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
+    conn = sqlite3.connect(tmp_path / "kb.db", isolation_level=None)
+    conn.executescript(_OLD_LAYOUT)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 2}")
+    conn.close()
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        assert _index_table(kt, "t") == entries
+        _fts_consistent(kt)
+        index = TreeIndex(kt.store, "t")
+        assert index.lexical(question) == lexical
+        again = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
+        assert [(e.node_id, e.text, e.score) for e in again] == [
+            (e.node_id, e.text, e.score) for e in evidence
+        ]
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        kt.build(paths, tree="t")  # the first save after the upgrade derives afresh (no keys yet)
+        assert _index_table(kt, "t") == _derived_afresh(kt, "t")
+        _fts_consistent(kt)
 
 
 def test_tree_retrieve_finds_cited_evidence_with_no_model_call(tmp_path: Path) -> None:
@@ -358,6 +574,8 @@ def test_removing_a_tree_removes_its_index(tmp_path: Path) -> None:
             ]
         )
         assert left == [0, 0, 0]
+        _fts_consistent(kt)
+        assert TreeIndex(kt.store, "u").lexical("launch budget")
 
 
 def test_chat_add_with_no_summaries_then_retrieve_from_the_cli(

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from knowtree.types import Node, content_hash
 
 PIECE_CHARS = 400  # measured on FinanceBench pages (RESULTS.md "Tree as an index")
+ENTRY_FORMAT = "1"  # bump when `tree_entries` derives different entries from the same nodes (re-derives all)
 INNER_TEXT_CHARS = 20000  # an inner node without a summary is indexed with its leaves' text up to this
 SUMMARY_CHARS = 300  # an ancestor's summary prepended to a piece's context is cut to this
 
@@ -45,6 +47,7 @@ class Entry:
     text: str  # what is shown as evidence (pieces) or the node's own text (inner)
     context: str  # what is prepended for indexing
     cite: dict[str, Any] = field(default_factory=dict)
+    source: str = ""  # for a leaf's entries: the key of what they were derived from (`Reuse`)
 
     @property
     def body(self) -> str:
@@ -57,11 +60,16 @@ class Entry:
 
     def row_hash(self, body_hash: str) -> str:
         """The whole row: its place in the tree too (a moved piece is rewritten, not re-embedded)."""
-        return content_hash("entry", self.parent or "", body_hash, str(self.order), str(self.leaf))
+        return row_hash(self.parent, body_hash, self.order, self.leaf)
 
     @property
     def tokens(self) -> int:
         return math.ceil(len(self.text) / 4)
+
+
+def row_hash(parent: str | None, body_hash: str, order: int, leaf: bool) -> str:
+    """An index row's hash: what it indexes (`body_hash`) and where it sits."""
+    return content_hash("entry", parent or "", body_hash, str(order), str(leaf))
 
 
 def split_pieces(text: str, max_chars: int = PIECE_CHARS) -> list[tuple[int, str]]:
@@ -143,33 +151,60 @@ def _where(node: Node) -> str:
     return ", ".join(parts)
 
 
+#: reuse(node id, parent, order of its first piece, trail key) -> (pieces, text) when the node is a
+#: leaf whose entries are already indexed exactly as they would be derived here, else None. The
+#: trail key joins what the leaf's context takes from its ancestors (labels, document lines, summaries).
+Reuse = Callable[[str, str | None, int, str], tuple[int, str] | None]
+
+
 def tree_entries(
-    nodes: dict[str, Node],
+    nodes: Mapping[str, Node],
     root_id: str,
     *,
     piece_chars: int = PIECE_CHARS,
     doc_context: dict[str, str] | None = None,
+    reuse: Reuse | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> list[Entry]:
     """The index entries of a tree: pieces of every leaf (in document order) and every inner node.
 
     `doc_context` maps a document node id (or a file path) to a line of metadata about it (company,
     year, type, description), prepended to the context of everything below it.
+    `reuse`: asked before each node is read; a leaf it answers for adds no entry (its entries are
+    kept as indexed) and is never read from `nodes`, so a lazy mapping parses only what changed.
+    `sources`: the key stamped on each derived leaf's entries (`Entry.source`), by node id.
     """
     doc_context = doc_context or {}
     entries: list[Entry] = []
     order = 0
     root = nodes[root_id]
 
-    def visit(node_id: str, parent: str | None, trail: list[Node]) -> list[str]:
+    def view(trail: list[Node]) -> tuple[list[str], list[str], list[str], str]:
+        """What a node's context takes from its ancestors, and all of it as one key (for `reuse`)."""
+        crumbs = [label for label in map(_label, trail) if label]
+        extra = [doc_context[a.id] for a in trail if a.id in doc_context]
+        summaries = [a.meta.summary[:SUMMARY_CHARS] for a in trail[-2:] if a.meta.summary and a.id != root_id]
+        return crumbs, extra, summaries, "\x1d".join("\x1e".join(x) for x in (crumbs, extra, summaries))
+
+    def visit(
+        node_id: str,
+        parent: str | None,
+        trail: list[Node],
+        above: tuple[list[str], list[str], list[str], str],
+    ) -> list[str]:
         """Add the entries under `node_id`; returns the texts of its leaves (for small subtrees)."""
         nonlocal order
+        crumbs, extra, summaries, trail_key = above  # shared by siblings: never changed here
+        if reuse is not None:
+            kept = reuse(node_id, parent, order, trail_key)
+            if kept is not None:
+                order += kept[0]
+                return [kept[1]]
         node = nodes[node_id]
-        crumbs = [_label(a) for a in trail if _label(a)]
-        extra = [doc_context[a.id] for a in trail if a.id in doc_context]
         if node.spans and node.spans[0].file in doc_context and not extra:
-            extra.append(doc_context[node.spans[0].file])
-        summaries = [a.meta.summary[:SUMMARY_CHARS] for a in trail[-2:] if a.meta.summary and a.id != root_id]
+            extra = [doc_context[node.spans[0].file]]
         if node.is_leaf:
+            source = (sources or {}).get(node_id, "")
             where = _where(node)
             file = node.spans[0].file if node.spans else ""
             own = [node.meta.title] if node.meta.title and node.meta.title not in crumbs else []
@@ -207,6 +242,7 @@ def tree_entries(
                         text=piece,
                         context=context,
                         cite=cite,
+                        source=source,
                     )
                 )
                 order += 1
@@ -217,13 +253,22 @@ def tree_entries(
             whole = _meta_text(node)
             entries.append(
                 Entry(
-                    id=node.id, node=node.id, parent=parent, leaf=False, order=-1, text=whole, context=context
+                    id=node.id,
+                    node=node.id,
+                    parent=parent,
+                    leaf=False,
+                    order=-1,
+                    text=whole,
+                    context=context,
+                    source=source,
                 )
             )
             return [node.text]
         texts: list[str] = []
+        below = [*trail, node]
+        below_view = view(below)
         for child in node.children:
-            texts.extend(visit(child, node_id, [*trail, node]))
+            texts.extend(visit(child, node_id, below, below_view))
         meta = _meta_text(node)
         body_text = meta
         if not node.meta.summary and node_id != root_id:
@@ -241,5 +286,5 @@ def tree_entries(
         )
         return texts
 
-    visit(root.id, None, [])
+    visit(root.id, None, [], view([]))
     return entries

@@ -3,8 +3,11 @@
 `sync_entries(conn, tree)` runs inside the store's save transaction (a hook on the store,
 registered by `attach(store)`): it derives the contextual entries of the saved tree (`retrieve.context`),
 compares their content hashes with what is indexed and rewrites only the entries that changed,
-in the `tree_index` table and its FTS5 twin (BM25 with the porter stemmer, the same query building
-as `retrieve.bm25`). No model call: titles, pages, times and summaries are already in the nodes.
+in the `tree_index` table and its FTS5 index (external content: BM25 with the porter stemmer over
+`tree_index.body`, the same query building as `retrieve.bm25`). No model call: titles, pages, times
+and summaries are already in the nodes. Incremental: a save whose node rows are those last indexed
+(a content fingerprint) derives nothing, and a leaf whose inputs did not change is neither parsed
+nor derived again (`retrieve.indexreuse`).
 
 Vectors are per embedder (`tree_index_vec`, keyed by entry hash): `TreeIndex.vectors()` embeds the
 entries that have no vector for the current hash, so an edit re-embeds only what changed.
@@ -14,6 +17,7 @@ turns them into ranked, packed evidence.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -24,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import PIECE_CHARS, Entry, tree_entries
+from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, row_hash, tree_entries
+from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
-from knowtree.store.rows import load_tree_nodes
-from knowtree.types import Node, content_hash
+from knowtree.store.rows import NODE_COLUMNS
+from knowtree.types import content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,11 +58,8 @@ class SyncReport:
     written: int = 0  # entries added or whose text changed (indexed again)
     removed: int = 0
     moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
-
-
-def _load_nodes(conn: sqlite3.Connection, tree: str) -> tuple[dict[str, Node], str | None]:
-    row = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
-    return load_tree_nodes(conn, tree), (row[0] if row else None)
+    unchanged: bool = False  # the nodes were those last indexed: no entry derived, none written
+    reused: int = 0  # entries of leaves whose inputs did not change: neither derived nor written
 
 
 def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
@@ -90,45 +92,105 @@ def signature(conn: sqlite3.Connection, tree: str) -> str | None:
     return content_hash("index", str(row[0]), str(row[1]), str(count), docs, str(PIECE_CHARS))
 
 
+def row_digests(rows: Sequence[tuple]) -> dict[str, str]:
+    """A hash of each node row (`SELECT {NODE_COLUMNS}`), by node id."""
+    return {r[0]: hashlib.sha256("\x1f".join(map(str, r)).encode()).hexdigest() for r in rows}
+
+
+def _fingerprint(digests: dict[str, str], root: str | None, docs: dict[str, str]) -> str:
+    """Everything the entries are derived from: the node rows, the root, the document lines and the
+    derivation's settings. Equal fingerprints derive equal entries."""
+    h = hashlib.sha256()
+    for part in (ENTRY_FORMAT, str(PIECE_CHARS), root or "", json.dumps(sorted(docs.items()))):
+        h.update(part.encode())
+        h.update(b"\x00")
+    for node_id in sorted(digests):
+        h.update(f"{node_id}:{digests[node_id]}\x1e".encode())
+    return h.hexdigest()
+
+
 def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
 
     Runs on the caller's connection and transaction (the store's save), so a tree and its index
-    are saved together or not at all.
+    are saved together or not at all. When the node rows are those last indexed (a rebuild that
+    changed nothing) no entry is derived and none is written: only the state row's signature
+    follows the tree's `updated` time.
     """
-    nodes, root = _load_nodes(conn, tree)
+    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+    found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
+    root = found[0] if found else None
+    docs = _doc_context(conn, tree)
+    digests = row_digests(rows)
+    content = _fingerprint(digests, root, docs)
+    sig = signature(conn, tree)
+    state = conn.execute(
+        "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
+    ).fetchone()
+    if sig is not None and state is not None and state[2] == content:
+        if state[0] != sig:
+            conn.execute("UPDATE tree_index_state SET signature = ? WHERE tree = ?", (sig, tree))
+        return SyncReport(entries=state[1], unchanged=True)
     existing = {
-        r[0]: (r[1], r[2], r[3])
+        r[0]: r[1:]
         for r in conn.execute(
-            "SELECT id, hash, rowid, body_hash FROM tree_index WHERE tree = ?", (tree,)
+            "SELECT id, hash, rid, body_hash, node, src, leaf, parent, ord FROM tree_index WHERE tree = ?",
+            (tree,),
         ).fetchall()
     }
+    leaves = LeafReuse(rows, digests, existing, docs)
     entries: list[Entry] = []
-    if root is not None and root in nodes:
-        entries = tree_entries(nodes, root, doc_context=_doc_context(conn, tree))
+    if root is not None and root in leaves.nodes:
+        entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
     hashes = {}
     for e in entries:
         body = e.body_hash
         hashes[e.id] = (body, e.row_hash(body))
-    stale = [e for e in entries if existing.get(e.id, ("",))[0] != hashes[e.id][1]]
+    stale = [
+        e
+        for e in entries
+        if e.id not in existing or existing[e.id][0] != hashes[e.id][1] or existing[e.id][4] != e.source
+    ]
     # same text, new place (an ancestor's id changed): the row is updated, its FTS row and vectors stay
     moved = [e for e in stale if e.id in existing and existing[e.id][2] == hashes[e.id][0]]
     changed = [e for e in stale if not (e.id in existing and existing[e.id][2] == hashes[e.id][0])]
-    wanted = {e.id for e in entries}
+    wanted = {e.id for e in entries} | leaves.kept
     removed = [i for i in existing if i not in wanted]
     gone = [*removed, *(e.id for e in changed if e.id in existing)]
-    conn.executemany("DELETE FROM tree_index_fts WHERE rowid = ?", [(existing[i][1],) for i in gone])
-    conn.executemany("DELETE FROM tree_index WHERE rowid = ?", [(existing[i][1],) for i in gone])
+    _delete_rows(conn, [existing[i][1] for i in gone])
+    # kept leaves under a new parent id: the entries naming it are re-pointed, their text untouched
     conn.executemany(
-        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ? WHERE rowid = ?",
+        "UPDATE tree_index SET parent = ?, hash = ? WHERE rid = ?",
         [
-            (e.node, e.parent, int(e.leaf), e.order, hashes[e.id][1], json.dumps(e.cite), existing[e.id][1])
-            for e in moved
+            (
+                parent or None,
+                row_hash(parent or None, existing[i][2], existing[i][7], bool(existing[i][5])),
+                existing[i][1],
+            )
+            for i, parent in leaves.moves
         ],
     )
     conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ?, src = ?"
+        " WHERE rid = ?",
+        [
+            (
+                e.node,
+                e.parent,
+                int(e.leaf),
+                e.order,
+                hashes[e.id][1],
+                json.dumps(e.cite),
+                e.source,
+                existing[e.id][1],
+            )
+            for e in moved
+        ],
+    )
+    last = conn.execute("SELECT COALESCE(MAX(rid), 0) FROM tree_index").fetchone()[0]  # new rows come after
+    conn.executemany(
+        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 tree,
@@ -142,35 +204,66 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
                 e.text,
                 e.context,
                 json.dumps(e.cite),
+                e.source,
             )
             for e in changed
         ],
     )
-    if changed:  # the FTS row shares the entry's rowid: deletes never scan the FTS table
-        rowids = dict(conn.execute("SELECT id, rowid FROM tree_index WHERE tree = ?", (tree,)).fetchall())
-        conn.executemany(
-            "INSERT INTO tree_index_fts(rowid, tree, id, body) VALUES (?, ?, ?, ?)",
-            [(rowids[e.id], tree, e.id, e.body) for e in changed],
+    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
+        conn.execute(
+            "INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rid, tree, id, body FROM tree_index"
+            " WHERE rid > ?",
+            (last,),
         )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # `TreeIndex.vectors` reuses it by text, then drops it
-    texts = {h[0] for h in hashes.values()}
+    texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
     conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
-    sig = signature(conn, tree)
     if sig is None:
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
     else:
         conn.execute(
-            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated) VALUES (?, ?, ?, ?)",
-            (tree, sig, len(entries), datetime.now(UTC).isoformat(timespec="seconds")),
+            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                tree,
+                sig,
+                len(entries) + len(leaves.kept),
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                content,
+            ),
         )
-    return SyncReport(entries=len(entries), written=len(changed), removed=len(removed), moved=len(moved))
+    return SyncReport(
+        entries=len(entries) + len(leaves.kept),
+        written=len(changed),
+        removed=len(removed),
+        moved=len(moved) + len(leaves.moves),
+        reused=len(leaves.kept),
+    )
+
+
+def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
+    """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
+    for i in range(0, len(rids), chunk):
+        part = list(rids[i : i + chunk])
+        marks = ",".join("?" * len(part))
+        conn.execute(
+            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
+            f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",
+            part,
+        )
+        conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
 
 
 def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
-    for table in ("tree_index", "tree_index_fts", "tree_index_vec", "tree_index_state"):
+    conn.execute(
+        "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
+        " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
+        (tree,),
+    )
+    for table in ("tree_index", "tree_index_vec", "tree_index_state"):
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
 

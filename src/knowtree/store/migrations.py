@@ -275,6 +275,46 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER
     );
     """,
+    # the tree index's content fingerprint (retrieve/treeindex.py): a hash of the node rows and
+    # document lines its entries were derived from, so a save that changed nothing writes no entry
+    """
+    ALTER TABLE tree_index_state ADD COLUMN content TEXT NOT NULL DEFAULT '';
+    """,
+    # the tree index's BM25 rows read their text from `tree_index` (an external-content FTS5 table
+    # over a generated `body` column: context, newline, text) instead of keeping a second copy of it;
+    # `rid` makes the shared rowid explicit (VACUUM keeps an INTEGER PRIMARY KEY, not an implicit rowid);
+    # `src`: the key of what a leaf's entries were derived from, so an update skips unchanged leaves
+    """
+    CREATE TABLE tree_index_rid (
+        rid INTEGER PRIMARY KEY,
+        tree TEXT NOT NULL,
+        id TEXT NOT NULL,
+        node TEXT NOT NULL,
+        parent TEXT,
+        leaf INTEGER NOT NULL,
+        ord INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        body_hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        context TEXT NOT NULL,
+        cite_json TEXT NOT NULL DEFAULT '{}',
+        src TEXT NOT NULL DEFAULT '',
+        body TEXT GENERATED ALWAYS AS (
+            CASE WHEN context = '' THEN text ELSE context || char(10) || text END
+        ) VIRTUAL,
+        UNIQUE (tree, id)
+    );
+    INSERT INTO tree_index_rid(rid, tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json)
+        SELECT rowid, tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json FROM tree_index;
+    DROP TABLE tree_index;
+    ALTER TABLE tree_index_rid RENAME TO tree_index;
+    DROP TABLE tree_index_fts;
+    CREATE VIRTUAL TABLE tree_index_fts USING fts5(
+        tree UNINDEXED, id UNINDEXED, body, content = 'tree_index', content_rowid = 'rid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO tree_index_fts(tree_index_fts) VALUES ('rebuild');
+    """,
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

@@ -118,3 +118,15 @@ def test_the_cli_prints_one_line_for_a_broken_model(tmp_path: Path, monkeypatch:
     assert (
         out == [f"error: {out[0][7:]}"] and "my-broken-model" in out[0] and "Traceback" not in result.output
     )
+
+
+def test_a_memory_reply_with_a_number_where_a_list_belongs_is_a_validation_error() -> None:
+    """Found by the fuzz test: `messages: 3.5` raised a bare TypeError inside the validator."""
+    import pydantic
+
+    from knowtree.answer.replies import MemoryReply
+
+    for bad in (3.5, {"a": 1}):
+        with pytest.raises(pydantic.ValidationError):
+            MemoryReply.model_validate({"found": True, "answer": "x", "messages": bad, "superseded": []})
+    assert MemoryReply.model_validate({"found": True, "answer": "x", "messages": "#3", "superseded": None}).messages == [3]

@@ -67,6 +67,8 @@ class MemoryReply(Reply):
             return []
         if isinstance(v, int | str):
             v = [v]
+        if not isinstance(v, list | tuple):
+            return v  # a number with a fraction, an object…: validation rejects it with a typed error
         out = []
         for x in v:
             try:

@@ -56,7 +56,7 @@ class NavMethod(TreeMethod):
         record.retrieved = list(dict.fromkeys(ranked[: self.k]))
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget, lengths=lengths)
         record.metrics["judge_fallbacks"] = float(nav.fallbacks)
-        record.metrics["graded_yes"] = float(sum(1 for g in nav.grades.values() if g == 1.0))
+        record.metrics["graded_yes"] = float(sum(1 for g in nav.grades.values() if g > 0.5))
         if self.answer:
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

@@ -26,6 +26,8 @@ A malformed judge reply is not repaired (one call per round): it is recorded in 
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
 
-from knowtree.llm.base import Message, Request
+from knowtree.llm.base import Message, Request, TokenLogprob
 from knowtree.llm.client import parse_json_tolerant
 from knowtree.prompts import render
 from knowtree.prompts.reply import reply_schema, system
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 
 Grade = Literal["yes", "partly", "no"]
 GRADE_SCORE: dict[str, float] = {"yes": 1.0, "partly": 0.5, "no": 0.0}
+_GRADE_AT = re.compile(r'"(\d+)"\s*:\s*"?(?=[A-Za-z])')
+_WORD = re.compile(r"[a-z]+")
 PURPOSE = "nav_judge"
 
 
@@ -61,8 +65,12 @@ class NavOptions:
     neighbour: float = 0.5  # how much a judged unit's grade lifts unjudged units of its branch (round 2)
     decay: float = 0.5  # per level up the tree, for that lift
     snippet_chars: int = 360  # of a unit's best piece shown to the judge
-    context_chars: int = 160  # of the piece's context line (title, breadcrumb, date, speaker)
+    context_chars: int = 120  # of the piece's context line (title, breadcrumb, date, speaker)
     reply_tokens: int = 16  # per candidate, for the judge's reply
+    #: read each grade as the model's probability mass on yes / partly / no at the grade's first
+    #: token (where the backend reports log-probabilities), not as the word it happened to emit
+    soft: bool = True
+    top_logprobs: int = 8  # alternatives per reply token asked for, when `soft`
 
 
 class JudgeReply(RootModel[dict[str, Grade]]):
@@ -124,6 +132,37 @@ def _snippet(row: IndexRow | None, options: NavOptions) -> tuple[str, int]:
     return (f"({context}) {text}" if context else text), len(text)
 
 
+def soft_grades(tokens: Sequence[TokenLogprob]) -> dict[str, float]:
+    """Candidate number → expected grade under the model's own distribution at the grade's first token.
+
+    The reply's text is the tokens joined; at each `"n": "grade"` the token covering the grade's
+    first letter holds the alternatives the model weighed there. Each alternative whose word is the
+    start of a grade (`y`, `yes`, `Yes`, `part`, `no`…) adds its probability to that grade; the
+    result is Σ P(g)·score(g) / Σ P(g). A number whose grade token offers no grade word is left out
+    (the emitted word counts for it)."""
+    text, starts = "", []
+    for t in tokens:
+        starts.append(len(text))
+        text += t.token
+    out: dict[str, float] = {}
+    for match in _GRADE_AT.finditer(text):
+        at = match.end()
+        i = max(j for j, start in enumerate(starts) if start <= at)
+        mass = dict.fromkeys(GRADE_SCORE, 0.0)
+        for alternative, logprob in tokens[i].top:
+            word = _WORD.search(alternative.lower())
+            if word is None:
+                continue
+            for grade in GRADE_SCORE:
+                if grade.startswith(word.group()):
+                    mass[grade] += math.exp(logprob)
+                    break
+        total = sum(mass.values())
+        if total > 0:
+            out[match.group(1)] = sum(GRADE_SCORE[g] * m for g, m in mass.items()) / total
+    return out
+
+
 def judge(
     client: LLMClient,
     question: str,
@@ -152,6 +191,7 @@ def judge(
         schema=judge_schema(len(units)),
         schema_name=PURPOSE,
         max_tokens=options.reply_tokens * len(units) + 16,
+        logprobs=options.top_logprobs if options.soft else 0,
     )
     started = time.monotonic()
     completion, usage, cached = client.complete(request, purpose=PURPOSE)
@@ -170,16 +210,20 @@ def judge(
         step.error = f"malformed judge reply, prior kept for {len(units)} unit(s): {str(exc)[:200]}"
         step.outcome = completion.text[:200]
         return grades, step, usage, shown
+    soft = soft_grades(completion.logprobs) if options.soft and completion.logprobs else {}
     missing = []
     for i, u in enumerate(units, 1):
         g = reply.root.get(str(i))
         if g is None:
             missing.append(str(i))
         else:
-            grades[u.node] = GRADE_SCORE[g]
+            grades[u.node] = soft.get(str(i), GRADE_SCORE[g])
     if missing:
         step.error = f"judge reply graded no candidate {', '.join(missing)}: prior kept for those"
-    step.reason = " ".join(f"[{i}] {reply.root.get(str(i), '?')}" for i in range(1, len(units) + 1))
+    step.reason = " ".join(
+        f"[{i}] {reply.root.get(str(i), '?')}" + (f" p={soft[str(i)]:.2f}" if str(i) in soft else "")
+        for i in range(1, len(units) + 1)
+    )
     return grades, step, usage, shown
 
 
@@ -302,7 +346,7 @@ def navigate(
         got, step, usage, shown = judge(client, question, batch, rows, options)
         step.outcome = step.outcome or (
             f"nav round {level}: graded {len(got)}/{len(batch)} "
-            f"(yes {sum(1 for g in got.values() if g == 1.0)}, partly {sum(1 for g in got.values() if g == 0.5)})"
+            f"(mean grade {sum(got.values()) / max(1, len(got)):.2f}, above 0.5: {sum(1 for g in got.values() if g > 0.5)})"
         )
         step.breadcrumb = [f"round {level}"]
         judged.update(u.node for u in batch)

@@ -32,17 +32,31 @@ class Request(BaseModel):
     schema_name: str = "reply"
     max_tokens: int = 512
     temperature: float = 0.0
+    #: how many alternatives per reply token to report with their log-probabilities (0: none). A
+    #: backend that cannot report them ignores it; the reply's `logprobs` is then None.
+    logprobs: int = 0
 
     def cache_key(self, model_id: str) -> str:
-        payload = {
+        payload: dict[str, Any] = {
             "model": model_id,
             "messages": [m.model_dump() for m in self.messages],
             "schema": self.schema_,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
         }
+        if self.logprobs:  # absent otherwise, so the keys of every earlier call stay valid
+            payload["logprobs"] = self.logprobs
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class TokenLogprob(BaseModel):
+    """One reply token, its log-probability under the model (before any grammar constraint), and
+    the most likely alternatives at that position (`top`: (token text, log-probability), best first)."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = Field(default_factory=list)
 
 
 class Completion(BaseModel):
@@ -50,6 +64,8 @@ class Completion(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     finish_reason: str | None = None  # "length" means the reply was truncated
+    #: per reply token, when the request asked for `logprobs` and the backend reports them
+    logprobs: list[TokenLogprob] | None = None
 
 
 class Model(ABC):

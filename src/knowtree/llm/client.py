@@ -179,7 +179,9 @@ class LLMClient:
                 on_text(hit.text)
             # tokens the cache saved are kept apart: a cached call costs nothing, but evaluations
             # compare what each method would cost without another's cache
-            usage = Usage(cached=1, cached_input_tokens=hit.input_tokens, cached_output_tokens=hit.output_tokens)
+            usage = Usage(
+                cached=1, cached_input_tokens=hit.input_tokens, cached_output_tokens=hit.output_tokens
+            )
             self._account(usage, key, purpose, cached=True, error=None)
             return hit, usage, True
 
@@ -262,7 +264,14 @@ class LLMClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _account(
-        self, usage: Usage, key: str, purpose: str, *, cached: bool, error: str | None, ticket: int | None = None
+        self,
+        usage: Usage,
+        key: str,
+        purpose: str,
+        *,
+        cached: bool,
+        error: str | None,
+        ticket: int | None = None,
     ) -> None:
         with self._lock:
             self.usage.add(usage)

@@ -19,7 +19,7 @@ from knowtree.llm.adapters.model_files import (
     is_default_spec,
     resolve_gguf,
 )
-from knowtree.llm.base import Completion, Model, Request
+from knowtree.llm.base import Completion, Model, Request, TokenLogprob
 
 NEEDS_LLAMA_CPP = 'the embedded model needs llama-cpp-python: pip install "knowtree[local]"'
 
@@ -49,6 +49,51 @@ def _chat_messages(request: Request) -> list[dict[str, str]]:
     system = [m.content for m in request.messages if m.role == "system"]
     rest = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
     return [{"role": "system", "content": "\n\n".join(system) if system else DEFAULT_SYSTEM}, *rest]
+
+
+class LogitTap:
+    """Records, at every generated token, the `top` most likely tokens with their log-probabilities.
+
+    llama-cpp-python reports logprobs only for a model loaded with `logits_all=True`, which keeps
+    the logits of every prompt token (n_ctx × 152k floats, ~5 GB at 8k context). A logits processor
+    sees the same raw logits of the token being generated (before the grammar and the repeat
+    penalty) at no memory cost; it returns them unchanged."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.steps: list[tuple[int, list[tuple[int, float]]]] = []  # (tokens so far, [(id, logprob)])
+
+    def __call__(self, input_ids: Any, logits: Any) -> Any:
+        import numpy as np
+
+        x = np.asarray(logits, dtype=np.float64)
+        peak = float(x.max())
+        log_total = peak + float(np.log(np.exp(x - peak).sum()))
+        k = min(self.top, x.size)
+        best = np.argpartition(-x, k - 1)[:k]
+        best = best[np.argsort(-x[best])]
+        self.steps.append((len(input_ids), [(int(t), float(x[t]) - log_total) for t in best]))
+        return logits
+
+    def tokens(self, generated: list[int], detokenize: Callable[[int], str]) -> list[TokenLogprob]:
+        """The reply's tokens (ids in `generated`, the context's tokens from the first reply token on)
+        with their logprobs; a step whose token was never evaluated (the last one) is left out."""
+        out: list[TokenLogprob] = []
+        start = self.steps[0][0] if self.steps else 0
+        for n, top in self.steps:
+            i = n - start
+            if i >= len(generated):
+                break
+            chosen = generated[i]
+            alternatives = dict(top)
+            out.append(
+                TokenLogprob(
+                    token=detokenize(chosen),
+                    logprob=alternatives.get(chosen, min(alternatives.values(), default=0.0)),
+                    top=[(detokenize(t), lp) for t, lp in top],
+                )
+            )
+        return out
 
 
 class LocalModel(Model):
@@ -154,6 +199,11 @@ class LocalModel(Model):
         if request.schema_:
             # The OpenAI-style {"type": "json_schema"} form is silently ignored in-process.
             kwargs["response_format"] = {"type": "json_object", "schema": request.schema_}
+        tap = LogitTap(request.logprobs) if request.logprobs > 0 and on_text is None else None
+        if tap is not None:
+            from llama_cpp import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList([tap])
         with self._lock:
             llm = self._ensure_loaded()
             n_prompt = self._prompt_tokens(llm, messages)
@@ -169,6 +219,14 @@ class LocalModel(Model):
                     response = self._stream(llm, kwargs, on_text, n_prompt)
             except (ValueError, RuntimeError) as exc:
                 raise ModelCallError(f"{self.id} failed: {exc}") from exc
+            logprobs = None
+            if tap is not None and tap.steps:
+                ids = [int(t) for t in llm.input_ids[tap.steps[0][0] : llm.n_tokens]]
+
+                def text_of(token: int) -> str:
+                    return llm.detokenize([token]).decode("utf-8", errors="replace")
+
+                logprobs = tap.tokens(ids, text_of)
         choices = response.get("choices") or []
         choice = choices[0] if choices else {}
         text = (choice.get("message") or {}).get("content") or ""
@@ -178,6 +236,7 @@ class LocalModel(Model):
             input_tokens=int(usage.get("prompt_tokens") or 0),
             output_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
+            logprobs=logprobs,
         )
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from knowtree.errors import ConfigError, ModelCallError, TransientModelError
-from knowtree.llm.base import Completion, Model, Request
+from knowtree.llm.base import Completion, Model, Request, TokenLogprob
 
 NEEDS_OPENAI = 'the OpenAI-compatible adapter needs the openai package: pip install "knowtree[openai]"'
 
@@ -119,6 +119,7 @@ class OpenAIModel(Model):
         self.mode: str | None = None if structured == "auto" else structured
         self._max_tokens_param = "max_tokens"  # OpenAI's o-series/gpt-5 want "max_completion_tokens"
         self._send_temperature = True  # ... and accept only their default temperature
+        self._send_logprobs = True  # a server that rejects logprobs is asked again without them
         self._client = openai.OpenAI(
             # explicit, so the SDK never reads OPENAI_BASE_URL / OPENAI_API_KEY behind the registry's back
             base_url=base_url or "https://api.openai.com/v1",
@@ -145,6 +146,9 @@ class OpenAIModel(Model):
         }
         if self._send_temperature:
             kwargs["temperature"] = request.temperature
+        if request.logprobs > 0 and self._send_logprobs:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = min(request.logprobs, 20)  # OpenAI's maximum
         schema = request.schema_
         if schema is None or mode is None:
             return kwargs
@@ -192,6 +196,9 @@ class OpenAIModel(Model):
             return True
         if self._send_temperature and "temperature" in text and "support" in text:
             self._send_temperature = False
+            return True
+        if self._send_logprobs and "logprobs" in text:
+            self._send_logprobs = False  # the caller reads grades from the text instead
             return True
         return False
 
@@ -245,4 +252,23 @@ def _completion(response: Any) -> Completion:
         input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=_logprobs(choice),
     )
+
+
+def _logprobs(choice: Any) -> list[TokenLogprob] | None:
+    """`choices[0].logprobs.content` (OpenAI's form, also llama.cpp's server) as TokenLogprobs."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    return [
+        TokenLogprob(
+            token=str(getattr(item, "token", "")),
+            logprob=float(getattr(item, "logprob", 0.0) or 0.0),
+            top=[
+                (str(getattr(t, "token", "")), float(getattr(t, "logprob", 0.0) or 0.0))
+                for t in (getattr(item, "top_logprobs", None) or [])
+            ],
+        )
+        for item in content
+    ]

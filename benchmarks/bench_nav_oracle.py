@@ -37,8 +37,9 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=nav.NavOptions().candidates)
     ap.add_argument("--rounds", type=int, default=nav.NavOptions().rounds)
     ap.add_argument("--judges", default="oracle,all-no,all-yes")
+    ap.add_argument("--first", choices=["top", "edge"], default=nav.NavOptions().first)
     args = ap.parse_args()
-    options = nav.NavOptions(candidates=args.candidates, rounds=args.rounds)
+    options = nav.NavOptions(candidates=args.candidates, rounds=args.rounds, first=args.first)
     navmethod.nav_method = lambda p, judge_only=False: navmethod.NavMethod(
         k=p.k, budget=p.budget, answer=p.answer, options=options
     )

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CORPUS, write_corpus
-from knowtree.answer.nav import NavOptions, Unit, lift, navigate, units_of
+from knowtree.answer.nav import NavOptions, Unit, lift, navigate, units_of, within_budget
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
 from knowtree.llm.base import Request
@@ -116,13 +116,17 @@ def test_tree_ask_mode_nav_answers_within_four_calls(tmp_path: Path, monkeypatch
     calls: list[str] = []
     with KnowTree(tmp_path / "kb.db", model=_judge_then_keyword(calls), summaries="none") as kt:
         kt.build([str(p) for p in sorted((tmp_path / "docs").iterdir())], tree="t")
-        answer = kt.tree("t").ask(QUESTION, mode="nav", budget_tokens=200)
-    # three leaves: round 1 judges them all, round 2 has nothing left to judge
+        everything = kt.tree("t").ask(QUESTION, mode="nav", budget_tokens=400)
+        assert calls == ["search_answer"]  # all three leaves fit: nothing to judge
+        calls.clear()
+        answer = kt.tree("t").ask(QUESTION, mode="nav", budget_tokens=60)
+    assert everything.answer == answer.answer
+    # one leaf fits: round 1 judges the two the budget leaves out, round 2 has nothing left
     assert calls == ["nav_judge", "search_answer"]
     assert answer.status == "complete" and "Alice" in (answer.answer or "")
     assert answer.citations and answer.citations[0].file.endswith("budget.md")
     judged = [s for s in answer.trace if s.action == "choose"]
-    assert len(judged) == 1 and len(judged[0].options) == 3 and "[1]" in judged[0].reason
+    assert len(judged) == 1 and len(judged[0].options) == 2 and "[1]" in judged[0].reason
     assert any(s.action == "combine" and "prior" in s.outcome for s in answer.trace)
 
 
@@ -147,7 +151,8 @@ def test_cli_mode_nav(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.invoke(app, build).exit_code == 0
     q = "Which database did the platform team choose?"
     result = cli.invoke(
-        app, ["ask", "t", q, "--db", "kb.db", "--model", "keyword", "--mode", "nav", "--json"]
+        app,
+        ["ask", "t", q, "--db", "kb.db", "--model", "keyword", "--mode", "nav", "--budget", "60", "--json"],
     )
     assert result.exit_code == 0, (result.stdout, result.exception)
     got = json.loads(result.stdout)
@@ -174,6 +179,7 @@ def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
         embedder="hash",
         progress=False,
         model_object=KeywordModel(),
+        budget=60,  # one leaf of three: the judge grades the two the budget leaves out
     )
     nav = summary["methods"]["nav"]
     assert nav["hit_by_budget"][256] == 1.0
@@ -192,13 +198,41 @@ def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> N
         ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
         model = FunctionModel(lambda r: {n: "no" for n in _numbers(r)})
         client = KnowTree(tmp_path / "other.db", model=model).client()
-        options = NavOptions(candidates=1, rounds=2)
+        options = NavOptions(candidates=1, rounds=2, first="top")
         everything = navigate(index, ranking, QUESTION, client, shape, options, budget_tokens=10_000)
+        edge = NavOptions(candidates=1, rounds=2)
+        nothing = navigate(index, ranking, QUESTION, client, shape, edge, budget_tokens=10_000)
         small = navigate(index, ranking, QUESTION, client, shape, options, budget_tokens=None)
     assert everything.calls == 1  # every unit is already read within the budget: no second call
+    assert nothing.calls == 0 and nothing.ranking.pieces == ranking.pieces  # nothing left to pull in
     assert small.calls == 2
     # a judge saying "no" to everything does not discriminate: the prior's order stands
     assert small.ranking.pieces == ranking.pieces and small.grades and set(small.grades.values()) == {0.0}
+
+
+def test_the_first_round_judges_the_budgets_edge_by_default(tmp_path: Path) -> None:
+    kt, index = _setup(tmp_path)
+    with kt:
+        shape = shape_of(index)
+        ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
+        rows = {r.id: r for r in index.rows}
+        units = units_of(ranking, rows)
+        budget = max(1, (len(rows[ranking.pieces[0]].text) + 3) // 4)  # the best piece fits, no more
+        inside = within_budget(ranking, rows, budget)
+        assert inside and len(units) > len(inside) + 1
+        model = FunctionModel(lambda r: {n: ("yes" if n == "1" else "no") for n in _numbers(r)})
+        client = KnowTree(tmp_path / "other.db", model=model).client()
+        edge, top = (
+            NavOptions(candidates=2, rounds=1, weight=4.0),
+            NavOptions(candidates=2, rounds=1, first="top"),
+        )
+        nav = navigate(index, ranking, QUESTION, client, shape, edge, budget_tokens=budget)
+        got = navigate(index, ranking, QUESTION, client, shape, top, budget_tokens=budget)
+    outside = [u.node for u in units if u.node not in inside]
+    assert nav.steps[0].options == outside[:2]  # the best units the budget leaves out
+    assert got.steps[0].options == [u.node for u in units[:2]]
+    # the judge's "yes" to the best unit outside the budget puts it first
+    assert rows[nav.ranking.pieces[0]].node == outside[0] and nav.grades[outside[0]] == 1.0
 
 
 def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

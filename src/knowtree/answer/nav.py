@@ -71,6 +71,10 @@ class NavOptions:
     #: token (where the backend reports log-probabilities), not as the word it happened to emit
     soft: bool = True
     top_logprobs: int = 8  # alternatives per reply token asked for, when `soft`
+    #: what the first round judges when the budget is known: "edge", the best units the budget
+    #: leaves out (a grade there can pull evidence in; inside, it can only push some out), or
+    #: "top", the best units overall. Without a budget both are "top".
+    first: Literal["top", "edge"] = "edge"
 
 
 class JudgeReply(RootModel[dict[str, Grade]]):
@@ -322,8 +326,9 @@ def navigate(
 ) -> NavResult:
     """Judge the best units in `options.rounds` calls and return the combined ranking with the trace.
 
-    With `budget_tokens`, rounds after the first judge only units that the ranking so far leaves
-    out of the budget: the beam spends its calls where a grade can change what is read."""
+    With `budget_tokens`, rounds after the first (and the first too, with `options.first == "edge"`)
+    judge only units that the ranking so far leaves out of the budget: the beam spends its calls
+    where a grade can change what is read."""
     options = options or NavOptions()
     rows = {r.id: r for r in index.rows}
     units = units_of(ranking, rows)
@@ -333,7 +338,7 @@ def navigate(
     judged: set[str] = set()
     for level in range(1, options.rounds + 1):
         left = [u for u in units if u.node not in judged]
-        if level > 1 and budget_tokens is not None:
+        if budget_tokens is not None and (level > 1 or options.first == "edge"):
             inside = within_budget(combine(ranking, units, shifts, options.weight), rows, budget_tokens)
             left = [u for u in left if u.node not in inside]
         if not left:

@@ -19,6 +19,7 @@ text or context changed (`treeindex`).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -32,7 +33,10 @@ ENTRY_FORMAT = "1"  # bump when `tree_entries` derives different entries from th
 INNER_TEXT_CHARS = 20000  # an inner node without a summary is indexed with its leaves' text up to this
 SUMMARY_CHARS = 300  # an ancestor's summary prepended to a piece's context is cut to this
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# a sentence end: its punctuation and the spaces after it (a match ends where the next sentence
+# starts; matching the punctuation instead of looking behind for it is ~2.5x faster, same ends)
+_SENTENCE = re.compile(r"[.!?]\s+(?=[A-Z0-9\"'(\[])")
+_ESCAPE = json.encoder.encode_basestring_ascii  # json.dumps' own (C) string escaping
 
 
 @dataclass(slots=True)
@@ -65,6 +69,18 @@ class Entry:
     @property
     def tokens(self) -> int:
         return math.ceil(len(self.text) / 4)
+
+
+def cite_json(cite: dict[str, Any]) -> str:
+    """`json.dumps(cite)`, byte for byte, built directly for the usual citation (str keys; str and int
+    values): an index of a large corpus serializes one per entry."""
+    parts = []
+    for key, value in cite.items():
+        kind = type(value)
+        if type(key) is not str or (kind is not str and kind is not int):
+            return json.dumps(cite)
+        parts.append(f"{_ESCAPE(key)}: {_ESCAPE(value) if kind is str else int.__repr__(value)}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def row_hash(parent: str | None, body_hash: str, order: int, leaf: bool) -> str:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, row_hash, tree_entries
+from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, cite_json, row_hash, tree_entries
 from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
 from knowtree.store.rows import NODE_COLUMNS
@@ -193,7 +193,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
                 int(e.leaf),
                 e.order,
                 hashes[e.id][1],
-                json.dumps(e.cite),
+                cite_json(e.cite),
                 e.source,
                 existing[e.id][1],
             )
@@ -216,7 +216,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
                 hashes[e.id][0],
                 e.text,
                 e.context,
-                json.dumps(e.cite),
+                cite_json(e.cite),
                 e.source,
             )
             for e in changed

@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, cite_json, row_hash, tree_entries
+from knowtree.retrieve.context import (
+    ENTRY_FORMAT,
+    PIECE_CHARS,
+    Entry,
+    body_hashes,
+    cite_json,
+    row_hash,
+    tree_entries,
+)
 from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
 from knowtree.store.rows import NODE_COLUMNS
@@ -156,8 +164,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
     if root is not None and root in leaves.nodes:
         entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
     hashes = {}
-    for e in entries:
-        body = e.body_hash
+    for e, body in zip(entries, body_hashes(entries), strict=True):
         hashes[e.id] = (body, e.row_hash(body))
     stale = [
         e

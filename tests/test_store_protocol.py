@@ -157,6 +157,16 @@ def test_hooks_run_with_the_save_and_a_failing_one_keeps_the_previous_version(st
     assert "quarterly" in store.load_nodes("t")["t-a"].text
 
 
+
+def test_a_save_hook_gets_the_nodes_just_saved_and_the_rows_say_the_same(store: Store) -> None:
+    got: list[tuple[str, list[str]]] = []
+    store.on_save_tree(lambda _handle, name, nodes: got.append((name, sorted(n.id for n in nodes))))
+    store.on_save_tree(lambda _handle, name, *rest: got.append((name, sorted(n.id for n in rest[0]))))
+    nodes = _save(store)
+    assert got == [("t", sorted(n.id for n in nodes))] * 2
+    assert sorted(store.load_nodes("t")) == got[0][1]
+
+
 # -- memories ----------------------------------------------------------------------------------------
 def _message(position: int, node_id: str) -> dict[str, object]:
     return {"position": position, "role": "user", "content": f"message {position}", "node_id": node_id}

@@ -289,8 +289,8 @@ def test_an_update_derives_only_changed_leaves_and_equals_a_fresh_index(
     reports: list[treeindex.SyncReport] = []
     original = treeindex.sync_entries
 
-    def spy(c: Any, tree: str) -> treeindex.SyncReport:
-        reports.append(original(c, tree))
+    def spy(c: Any, tree: str, nodes: Any = None) -> treeindex.SyncReport:
+        reports.append(original(c, tree, nodes))
         return reports[-1]
 
     monkeypatch.setattr(treeindex, "sync_entries", spy)  # the store's hook looks it up at each save

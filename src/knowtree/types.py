@@ -10,12 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 def content_hash(*parts: str, length: int = 16) -> str:
-    """A stable id from content: the same inputs always give the same id."""
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()[:length]
+    """A stable id from content: the same inputs always give the same id (sha256 of every part
+    followed by a NUL byte, hashed in one piece)."""
+    data = ("\x00".join(parts) + "\x00").encode("utf-8") if parts else b""
+    return hashlib.sha256(data).hexdigest()[:length]
 
 
 class Document(BaseModel):

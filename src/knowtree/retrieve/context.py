@@ -19,9 +19,11 @@ text or context changed (`treeindex`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +34,10 @@ ENTRY_FORMAT = "1"  # bump when `tree_entries` derives different entries from th
 INNER_TEXT_CHARS = 20000  # an inner node without a summary is indexed with its leaves' text up to this
 SUMMARY_CHARS = 300  # an ancestor's summary prepended to a piece's context is cut to this
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# a sentence end: its punctuation and the spaces after it (a match ends where the next sentence
+# starts; matching the punctuation instead of looking behind for it is ~2.5x faster, same ends)
+_SENTENCE = re.compile(r"[.!?]\s+(?=[A-Z0-9\"'(\[])")
+_ESCAPE = json.encoder.encode_basestring_ascii  # json.dumps' own (C) string escaping
 
 
 @dataclass(slots=True)
@@ -67,6 +72,36 @@ class Entry:
         return math.ceil(len(self.text) / 4)
 
 
+def body_hashes(entries: Sequence[Entry]) -> list[str]:
+    """Each entry's `Entry.body_hash`, the pieces of a leaf sharing the hash of their common context
+    (hashed once, then copied): the context is most of an index's text."""
+    started: dict[str, Any] = {}
+    out = []
+    for e in entries:
+        if e.context:
+            h = started.get(e.context)
+            if h is None:
+                h = started[e.context] = hashlib.sha256(f"body\x00{e.context}\n".encode())
+            h = h.copy()
+            h.update(f"{e.text}\x00".encode())
+        else:
+            h = hashlib.sha256(f"body\x00{e.text}\x00".encode())
+        out.append(h.hexdigest()[:16])
+    return out
+
+
+def cite_json(cite: dict[str, Any]) -> str:
+    """`json.dumps(cite)`, byte for byte, built directly for the usual citation (str keys; str and int
+    values): an index of a large corpus serializes one per entry."""
+    parts = []
+    for key, value in cite.items():
+        kind = type(value)
+        if type(key) is not str or (kind is not str and kind is not int):
+            return json.dumps(cite)
+        parts.append(f"{_ESCAPE(key)}: {_ESCAPE(value) if kind is str else int.__repr__(value)}")
+    return "{" + ", ".join(parts) + "}"
+
+
 def row_hash(parent: str | None, body_hash: str, order: int, leaf: bool) -> str:
     """An index row's hash: what it indexes (`body_hash`) and where it sits."""
     return content_hash("entry", parent or "", body_hash, str(order), str(leaf))
@@ -75,6 +110,8 @@ def row_hash(parent: str | None, body_hash: str, order: int, leaf: bool) -> str:
 def split_pieces(text: str, max_chars: int = PIECE_CHARS) -> list[tuple[int, str]]:
     """(offset, piece) for consecutive pieces of `text`, each about `max_chars` or less, cut at line
     ends, else sentence ends, else spaces. Pieces cover the text (blank pieces are dropped)."""
+    if len(text) <= max_chars:  # one piece (what the loops below make of it)
+        return [(0, text)] if text.strip() else []
     units: list[tuple[int, str]] = []
     pos = 0
     for line in text.splitlines(keepends=True):

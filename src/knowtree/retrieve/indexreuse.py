@@ -19,11 +19,12 @@ from knowtree.types import Node, NodeKind, content_hash
 
 
 class LazyNodes(Mapping[str, Node]):
-    """Node rows by id, each parsed the first time it is read."""
+    """Node rows by id, each parsed the first time it is read (`parsed`: nodes already in hand, the
+    ones a save just wrote, are never parsed)."""
 
-    def __init__(self, rows: dict[str, tuple]) -> None:
+    def __init__(self, rows: dict[str, tuple], parsed: dict[str, Node] | None = None) -> None:
         self.rows = rows
-        self.parsed: dict[str, Node] = {}
+        self.parsed: dict[str, Node] = parsed if parsed is not None else {}
 
     def __getitem__(self, key: str) -> Node:
         node = self.parsed.get(key)
@@ -54,8 +55,9 @@ class LeafReuse:
         digests: dict[str, str],
         existing: dict[str, tuple[Any, ...]],
         docs: dict[str, str],
+        saved: dict[str, Node] | None = None,
     ) -> None:
-        self.nodes = LazyNodes({r[0]: r for r in rows})
+        self.nodes = LazyNodes({r[0]: r for r in rows}, saved)
         self.digests = digests  # node id -> hash of its row (`treeindex.row_digests`)
         self.docs = content_hash(json.dumps(sorted(docs.items())))
         self.keys: dict[str, str] = {}

@@ -28,11 +28,19 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import StoreError
 from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import ENTRY_FORMAT, PIECE_CHARS, Entry, row_hash, tree_entries
+from knowtree.retrieve.context import (
+    ENTRY_FORMAT,
+    PIECE_CHARS,
+    Entry,
+    body_hashes,
+    cite_json,
+    row_hash,
+    tree_entries,
+)
 from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
 from knowtree.store.rows import NODE_COLUMNS
-from knowtree.types import content_hash
+from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,14 +90,26 @@ def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
     return out
 
 
-def signature(conn: sqlite3.Connection, tree: str) -> str | None:
-    """What the index of `tree` was built from: root, last update, node count, document metadata."""
+def signature(
+    conn: sqlite3.Connection, tree: str, count: int | None = None, docs: dict[str, str] | None = None
+) -> str | None:
+    """What the index of `tree` was built from: root, last update, node count, document metadata
+    (`count` and `docs`: already read by the caller)."""
     row = conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
     if row is None:
         return None
-    count = conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0]
-    docs = json.dumps(sorted(_doc_context(conn, tree).items()))
-    return content_hash("index", str(row[0]), str(row[1]), str(count), docs, str(PIECE_CHARS))
+    if count is None:
+        count = conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0]
+    lines = json.dumps(sorted((_doc_context(conn, tree) if docs is None else docs).items()))
+    return content_hash("index", str(row[0]), str(row[1]), str(count), lines, str(PIECE_CHARS))
+
+
+def _saved(nodes: Sequence[Node] | None, digests: dict[str, str]) -> dict[str, Node] | None:
+    """The saved nodes by id when they are the tree's rows (same ids), else None (the rows are parsed)."""
+    if nodes is None or len(nodes) != len(digests):
+        return None
+    by_id = {n.id: n for n in nodes}
+    return by_id if by_id.keys() == digests.keys() else None
 
 
 def row_digests(rows: Sequence[tuple]) -> dict[str, str]:
@@ -109,13 +129,14 @@ def _fingerprint(digests: dict[str, str], root: str | None, docs: dict[str, str]
     return h.hexdigest()
 
 
-def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
+def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | None = None) -> SyncReport:
     """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
 
     Runs on the caller's connection and transaction (the store's save), so a tree and its index
     are saved together or not at all. When the node rows are those last indexed (a rebuild that
     changed nothing) no entry is derived and none is written: only the state row's signature
-    follows the tree's `updated` time.
+    follows the tree's `updated` time. `nodes`: the tree's nodes as just saved (the store's save
+    hook hands them over), used instead of parsing the rows again.
     """
     rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
     found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
@@ -123,7 +144,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
     docs = _doc_context(conn, tree)
     digests = row_digests(rows)
     content = _fingerprint(digests, root, docs)
-    sig = signature(conn, tree)
+    sig = signature(conn, tree, len(rows), docs)
     state = conn.execute(
         "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
     ).fetchone()
@@ -138,13 +159,12 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
             (tree,),
         ).fetchall()
     }
-    leaves = LeafReuse(rows, digests, existing, docs)
+    leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
         entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
     hashes = {}
-    for e in entries:
-        body = e.body_hash
+    for e, body in zip(entries, body_hashes(entries), strict=True):
         hashes[e.id] = (body, e.row_hash(body))
     stale = [
         e
@@ -180,7 +200,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
                 int(e.leaf),
                 e.order,
                 hashes[e.id][1],
-                json.dumps(e.cite),
+                cite_json(e.cite),
                 e.source,
                 existing[e.id][1],
             )
@@ -203,7 +223,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str) -> SyncReport:
                 hashes[e.id][0],
                 e.text,
                 e.context,
-                json.dumps(e.cite),
+                cite_json(e.cite),
                 e.source,
             )
             for e in changed
@@ -271,7 +291,7 @@ def attach(store: Store) -> None:
     """Keep the tree index with the trees of `store`: synced in every save's transaction, dropped
     with the tree. (`KnowTree` attaches it; a store without it is synced on first search.)"""
     # looked up at call time, so a wrapped sync_entries (benchmarks/bench_tree_index.py) is the one run
-    store.on_save_tree(lambda conn, tree: sync_entries(conn, tree))
+    store.on_save_tree(lambda conn, tree, nodes: sync_entries(conn, tree, nodes))
     store.on_delete_tree(lambda conn, tree: drop_entries(conn, tree))
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
-from knowtree.store.protocol import TreeHook
+from knowtree.store.protocol import SaveHook, TreeHook, save_hook
 from knowtree.store.rows import MESSAGE_KEYS, fts_body
 from knowtree.types import Document, Node, NodeKind, NodeMeta, TreeInfo, Usage
 
@@ -54,14 +54,14 @@ class InMemoryStore:
         self._cache: dict[str, Completion] = {}
         self._calls: list[tuple[str | None, bool, Usage]] = []
         self._runs: list[dict[str, object]] = []
-        self._on_save: list[TreeHook] = []
+        self._on_save: list[SaveHook] = []
         self._on_delete: list[TreeHook] = []
 
     def close(self) -> None:
         pass
 
-    def on_save_tree(self, fn: TreeHook) -> None:
-        self._on_save.append(fn)
+    def on_save_tree(self, fn: SaveHook | TreeHook) -> None:
+        self._on_save.append(save_hook(fn))
 
     def on_delete_tree(self, fn: TreeHook) -> None:
         self._on_delete.append(fn)
@@ -86,7 +86,7 @@ class InMemoryStore:
         self._trees[name] = tree
         try:  # hooks see the new version; if one fails, the previous version is kept
             for fn in self._on_save:
-                fn(self, name)
+                fn(self, name, list(tree.nodes.values()))
         except BaseException:
             if old is None:
                 del self._trees[name]

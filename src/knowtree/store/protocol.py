@@ -14,6 +14,7 @@ Every table is created by `store/migrations.py`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -22,8 +23,24 @@ from knowtree.llm.base import Completion
 from knowtree.types import Document, Node, NodeMeta, TreeInfo, Usage
 
 T = TypeVar("T")
-#: fn(handle, tree name), run inside a tree's save or delete (a sqlite3.Connection for SQLiteStore)
+#: fn(handle, tree name), run inside a tree's delete (a sqlite3.Connection for SQLiteStore)
 TreeHook = Callable[[Any, str], object]
+#: fn(handle, tree name, the nodes just saved), run inside a tree's save: what was saved is handed
+#: over, so a hook (the tree index) need not read it back. A `TreeHook` is accepted too (`save_hook`).
+SaveHook = Callable[[Any, str, Sequence[Node]], object]
+
+
+def save_hook(fn: SaveHook | TreeHook) -> SaveHook:
+    """`fn` as a `SaveHook`: a hook of two parameters (handle, tree name) is called without the nodes."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): call it as a SaveHook
+        return fn  # type: ignore[return-value]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return fn  # type: ignore[return-value]
+    two: TreeHook = fn  # type: ignore[assignment]
+    return lambda handle, name, _nodes: two(handle, name)
 
 
 @runtime_checkable
@@ -35,7 +52,10 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # -- hooks: work kept with a tree (its index), done in the same transaction ---------------------
-    def on_save_tree(self, fn: TreeHook) -> None: ...
+    def on_save_tree(self, fn: SaveHook | TreeHook) -> None:
+        """Run `fn(handle, name, nodes)` in every `save_tree`, after its rows are written (a
+        two-parameter `fn(handle, name)` is called without the nodes)."""
+        ...
 
     def on_delete_tree(self, fn: TreeHook) -> None: ...
 
@@ -155,4 +175,4 @@ class SQLStore(Store, Protocol):
         ...
 
 
-__all__ = ["SQLStore", "Store", "TreeHook"]
+__all__ = ["SQLStore", "SaveHook", "Store", "TreeHook", "save_hook"]

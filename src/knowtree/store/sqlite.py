@@ -16,6 +16,7 @@ from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
 from knowtree.store.guard import mark, preflight
 from knowtree.store.migrations import migrate
+from knowtree.store.protocol import SaveHook, save_hook
 from knowtree.store.rows import (
     MESSAGE_KEYS,
     delete_nodes,
@@ -29,7 +30,7 @@ from knowtree.store.runs import busy_error, mark_interrupted, process_alive, thi
 from knowtree.types import Document, Node, NodeMeta, TreeInfo, Usage
 
 T = TypeVar("T")
-#: a hook run inside a tree's save or delete transaction: fn(connection, tree name)
+#: a hook run inside a tree's delete transaction: fn(connection, tree name)
 TreeHook = Callable[[sqlite3.Connection, str], object]
 
 
@@ -67,13 +68,15 @@ class SQLiteStore:
             self._conn.close()
             raise
         self._lock = threading.RLock()
-        self._on_save: list[TreeHook] = []
+        self._on_save: list[SaveHook] = []
         self._on_delete: list[TreeHook] = []
 
-    def on_save_tree(self, fn: TreeHook) -> None:
-        """Run `fn(connection, name)` at the end of every `save_tree`, in its transaction (an index
-        kept with the tree: saved together or not at all). Registered by `KnowTree`."""
-        self._on_save.append(fn)
+    def on_save_tree(self, fn: SaveHook | TreeHook) -> None:
+        """Run `fn(connection, name, nodes)` at the end of every `save_tree`, in its transaction (an
+        index kept with the tree: saved together or not at all), with the nodes just saved, so the
+        hook need not read them back; a two-parameter `fn(connection, name)` is called without
+        them. Registered by `KnowTree`."""
+        self._on_save.append(save_hook(fn))
 
     def on_delete_tree(self, fn: TreeHook) -> None:
         """Run `fn(connection, name)` in every `delete_tree`'s transaction, before the tree row goes."""
@@ -154,7 +157,7 @@ class SQLiteStore:
                 # a memory's index is brought up to date when it is first searched, so adding
                 # messages stays linear
                 for fn in self._on_save:
-                    fn(c, name)
+                    fn(c, name, nodes)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"

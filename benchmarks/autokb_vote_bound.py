@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_autokb import domain_files, half  # noqa: E402
+from bench_autokb import dense_weight, domain_files, half  # noqa: E402
 
 
 def majority_right(votes: collections.Counter[str], gold: str) -> bool:
@@ -48,7 +48,7 @@ def main() -> None:
     from knowtree.retrieve import kbindex
 
     if args.dense_weight is not None:
-        kbindex.DENSE_WEIGHT = "hybrid" if args.dense_weight == "hybrid" else float(args.dense_weight)
+        kbindex.DENSE_WEIGHT = dense_weight(args.dense_weight)
     files = domain_files(args.domain, None)
     labels: dict[str, str] = files["labels"]
     kt = knowtree.open(args.db, model="keyword")
@@ -75,7 +75,10 @@ def main() -> None:
 
     def rates(sel: list[dict[str, Any]]) -> dict[str, Any]:
         n = max(1, len(sel))
-        return {"n": len(sel), **{key: round(sum(r[key] for r in sel) / n, 3) for key in ("vote", "@1", f"@{args.k}")}}
+        return {
+            "n": len(sel),
+            **{key: round(sum(r[key] for r in sel) / n, 3) for key in ("vote", "@1", f"@{args.k}")},
+        }
 
     out = {
         "domain": args.domain,

@@ -13,7 +13,8 @@ record's focus names the query's disease).
 
 `--dense-weight W|hybrid` sets the issue ranking's semantic step (`kbindex.DENSE_WEIGHT`: W the
 weight of the mean-centred dense cosine against TF-IDF, `hybrid` the older BM25 + dense rank fusion),
-so before and after run from this one script. TV also reports the lenient hit (data README: the
+so before and after run from this one script (`--dense-weight 0.5,hybrid,0,1`: the first is the main
+run, the same KB is re-asked with each other one). TV also reports the lenient hit (data README: the
 KB issue's section path has the query's parent path) under "lenient".
 `--metadata keywords` (default with the keyword model) extracts query metadata without a model;
 `--metadata model` asks the model (one call per query). `--solutions N` generates lazy solutions for
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("KT_DATA", ROOT.parent / "shared" / "data")) / "autokb"
@@ -85,6 +86,16 @@ def half(text: str) -> int:
     return int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 2
 
 
+def dense_weight(value: str) -> float | Literal["hybrid"]:
+    """A `--dense-weight` value: 'hybrid' or a weight in [0, 1]."""
+    if value == "hybrid":
+        return "hybrid"
+    w = float(value)
+    if not 0 <= w <= 1:
+        raise SystemExit(f"--dense-weight {value}: use a weight in [0, 1] or 'hybrid'")
+    return w
+
+
 def parent(path: str) -> str:
     """A TV section path without its last `>` part ('' for a top-level section or a non-TV label)."""
     return path.rsplit(">", 1)[0] if ">" in path else ""
@@ -93,7 +104,10 @@ def parent(path: str) -> str:
 def lenient(ranked: list[list[str]], gold: list[str]) -> list[list[str]]:
     """TV's lenient hit (data README): a label counts as the query's when it has the same parent
     path; the ranked labels are rewritten so `hit_rates` scores it."""
-    return [[g if lab == g or (parent(g) and parent(lab) == parent(g)) else lab for lab in row] for row, g in zip(ranked, gold, strict=True)]
+    return [
+        [g if lab == g or (parent(g) and parent(lab) == parent(g)) else lab for lab in row]
+        for row, g in zip(ranked, gold, strict=True)
+    ]
 
 
 def hit_rates(ranked: list[list[str]], gold: list[str], texts: list[str] | None = None) -> dict[str, Any]:
@@ -135,7 +149,8 @@ def main() -> None:
         "--dense-weight",
         default=None,
         help="kbindex.DENSE_WEIGHT: W in [0, 1], the dense side of the issue similarity, or 'hybrid'"
-        " (the BM25 + dense reciprocal-rank fusion)",
+        " (the BM25 + dense reciprocal-rank fusion); several, comma-separated: the first is the main"
+        " run, the KB is re-asked with each other one",
     )
     ap.add_argument("--docs-limit", type=int, default=None, help="medical: only the first N MedQuAD records")
     ap.add_argument(
@@ -156,8 +171,9 @@ def main() -> None:
 
     if args.rollup is not None:
         kbindex.ROLLUP_WEIGHT = args.rollup
-    if args.dense_weight is not None:
-        kbindex.DENSE_WEIGHT = "hybrid" if args.dense_weight == "hybrid" else float(args.dense_weight)
+    weights = [w.strip() for w in args.dense_weight.split(",")] if args.dense_weight else []
+    if weights:
+        kbindex.DENSE_WEIGHT = dense_weight(weights[0])
 
     files = domain_files(args.domain, args.docs_limit)
     if args.issues_limit:
@@ -214,6 +230,18 @@ def main() -> None:
     results: dict[str, Any] = {"kb (Algorithm 2)": hit_rates(ranked, gold, texts)}
     if args.domain == "tv":
         results["kb (Algorithm 2)"]["lenient"] = hit_rates(lenient(ranked, gold), gold, texts)
+    main_weight = kbindex.DENSE_WEIGHT
+    for w in weights[1:]:  # the same KB re-asked with the other weights (no solutions)
+        kbindex.DENSE_WEIGHT = dense_weight(w)
+        rk = []
+        for text, _ in queries:
+            ids = [a.issue.id for a in kb.ask(text, k=5, metadata=metadata, solve=False).accepted]
+            rk.append([majority.get(x) or "none" for x in ids])
+        name = f"kb (Algorithm 2), dense weight {kbindex.DENSE_WEIGHT}"
+        results[name] = hit_rates(rk, gold, texts)
+        if args.domain == "tv":
+            results[name]["lenient"] = hit_rates(lenient(rk, gold), gold, texts)
+    kbindex.DENSE_WEIGHT = main_weight
 
     # flat baselines over raw issues and raw chunks, same k
     raw = load_raw_issues(files["issues"])

@@ -67,7 +67,9 @@ def test_dense_weight_edges() -> None:
     q = vectors[1]
     dense = center(vectors) @ center(q.reshape(1, -1), vectors.mean(axis=0))[0]
     assert np.allclose(sim.scores("unrelated words", q, dense_weight=1.0), dense, atol=1e-5)
-    assert np.allclose(sim.scores("pair the remote", q, dense_weight=0.0), Tfidf(TEXTS).scores("pair the remote"))
+    assert np.allclose(
+        sim.scores("pair the remote", q, dense_weight=0.0), Tfidf(TEXTS).scores("pair the remote")
+    )
     mixed = sim.scores("pair the remote", q, dense_weight=0.5)
     assert np.allclose(mixed, 0.5 * dense + 0.5 * Tfidf(TEXTS).scores("pair the remote"), atol=1e-5)
     with pytest.raises(ValueError):
@@ -133,6 +135,9 @@ def test_lexical_passages_in_one_read() -> None:
     idx = LexicalIndex(":memory:")
     idx.add([Passage("a", "one", doc="d", meta={"k": 1}), Passage("b", "two")])
     before = idx.version()
-    assert [(p.id, p.text, p.doc, p.meta) for p in idx.passages()] == [("a", "one", "d", {"k": 1}), ("b", "two", "", {})]
+    assert [(p.id, p.text, p.doc, p.meta) for p in idx.passages()] == [
+        ("a", "one", "d", {"k": 1}),
+        ("b", "two", "", {}),
+    ]
     idx.add([Passage("a", "uno")])
     assert idx.version() != before and [p.text for p in idx.passages()] == ["two", "uno"]

@@ -114,8 +114,8 @@ def tfidf(texts: Sequence[str]) -> np.ndarray:
 class PassageSimilarity:
     """Fitted on passages (texts, their dense vectors, and the group each belongs to).
 
-        sim = PassageSimilarity(texts, vectors, groups)
-        sim.best(query, embedder.embed([query])[0], dense_weight=0.5)   # [(group, score), ...] best first
+    sim = PassageSimilarity(texts, vectors, groups)
+    sim.best(query, embedder.embed([query])[0], dense_weight=0.5)   # [(group, score), ...] best first
     """
 
     def __init__(

@@ -1,8 +1,9 @@
 """AutoKB: an upper bound for reranking the top 5 KB issues, from the dev labels (not a method).
 
 For each dev query, the top-5 KB issues of Algorithm 2 are retrieved; then every member raw issue of
-those issues votes with its TRUE dev label (a member without one votes "other", as in the scoring).
-The query counts as right when the label with the most votes is the query's (a tie: not right).
+those issues that has a TRUE dev label votes with it ("vote"; members without one do not vote). The
+query counts as right when the label with the most votes is the query's (a tie: not right).
+"vote_with_other" lets the unlabelled members vote "other" too, as the scoring counts them.
 This shows what a reranker of the top 5 that saw the members' true labels could reach: the room
 left between HitRate@1 and HitRate@5 for an LLM rerank.
 
@@ -63,10 +64,12 @@ def main() -> None:
         answer = kb.ask(text, k=args.k, metadata=args.metadata, solve=False)
         ids = [a.issue.id for a in answer.accepted][: args.k]
         votes = collections.Counter(labels.get(m, "other") for i in ids for m in members.get(i, []))
+        labelled = collections.Counter({label: n for label, n in votes.items() if label != "other"})
         rows.append(
             {
                 "half": half(text),
-                "vote": majority_right(votes, gold),
+                "vote": majority_right(labelled, gold),
+                "vote_with_other": majority_right(votes, gold),
                 "@1": bool(ids) and majority.get(ids[0]) == gold,
                 f"@{args.k}": any(majority.get(i) == gold for i in ids),
             }
@@ -77,7 +80,10 @@ def main() -> None:
         n = max(1, len(sel))
         return {
             "n": len(sel),
-            **{key: round(sum(r[key] for r in sel) / n, 3) for key in ("vote", "@1", f"@{args.k}")},
+            **{
+                key: round(sum(r[key] for r in sel) / n, 3)
+                for key in ("vote", "vote_with_other", "@1", f"@{args.k}")
+            },
         }
 
     out = {

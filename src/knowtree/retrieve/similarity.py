@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
@@ -177,15 +178,18 @@ class FitCache:
     def __init__(self, size: int = 8) -> None:
         self.size = size
         self._items: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()  # the server asks from several threads; a fit runs unlocked
 
     def get(self, key: Hashable, fit: Callable[[], object]) -> object:
-        if key in self._items:
-            self._items.move_to_end(key)
-            return self._items[key]
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
         value = fit()
-        self._items[key] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
         return value
 
     def __len__(self) -> int:

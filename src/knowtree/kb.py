@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.kb import KBAnswer, hybrid_retrieve, query_metadata
+from knowtree.answer.kb_rerank import rerank as rerank_top
 from knowtree.construct.kb.builder import (
     KBContext,
     KBOptions,
@@ -202,9 +203,13 @@ class KB:
         return self._run("kb-add", f"{len(raw)} issues, {len(sections)} sections", go, progress, on_client)
 
     # -- ask -------------------------------------------------------------------------------------
-    def ask(self, query: str, *, k: int = 5, metadata: str = "model", solve: bool = True) -> KBAnswer:
+    def ask(
+        self, query: str, *, k: int = 5, metadata: str = "model", solve: bool = True, rerank: bool = False
+    ) -> KBAnswer:
         """Algorithm 2; the accepted issue's solution is generated (lazy KBs) and stored on first use.
-        `metadata`: model | keywords (no model call for extraction) | none (semantic only)."""
+        `metadata`: model | keywords (no model call for extraction) | none (semantic only).
+        `rerank`: the model grades the top issues yes/no and they are reordered
+        (`answer/kb_rerank.py`; one call; off by default, not yet measured with a real model)."""
         if metadata not in ("model", "keywords", "none"):
             raise UserError(f"metadata must be model, keywords or none, not {metadata!r}")
         if not query.strip():
@@ -217,7 +222,7 @@ class KB:
         with ExitStack() as stack:
             run = (  # no run recorded for a question that calls no model
                 stack.enter_context(self.kt.run("kb-ask", f"kb:{self.name}", query))
-                if metadata == "model" or solve
+                if metadata == "model" or solve or rerank
                 else None
             )
             client = run.client if run is not None else None
@@ -228,6 +233,11 @@ class KB:
                 qmeta = query_metadata(query, config, client if metadata == "model" else None, trace)
             indexes = self.indexes(record.settings.get("embedder"))
             accepted = hybrid_retrieve(query, qmeta, issues, indexes, k=k, trace=trace)
+            if rerank and client is not None and len(accepted) > 1:
+                texts = self._issue_texts(issues)
+                accepted = rerank_top(
+                    client, query, accepted, texts, domain=config.domain or "general", trace=trace
+                )
             answer = KBAnswer(
                 query=query, query_metadata=qmeta, issue=None, match="none", accepted=accepted, trace=trace
             )
@@ -250,6 +260,20 @@ class KB:
             if run is not None:
                 run.status = answer.match
         return answer
+
+    def _issue_texts(self, issues: dict[str, kbstore.KBIssue]) -> dict[str, list[str]]:
+        """Issue id → [title, member texts...] (a parent's cluster, a child's own raw issues)."""
+        by_cluster: dict[str, list[str]] = {}
+        by_issue: dict[str, list[str]] = {}
+        for r in kbstore.load_raw(self.kt.store, self.name):
+            by_cluster.setdefault(r.cluster_id or "", []).append(r.text)
+            if r.issue_id:
+                by_issue.setdefault(r.issue_id, []).append(r.text)
+        out = {}
+        for i in issues.values():
+            members = by_cluster.get(i.cluster_id, []) if i.kind == "parent" else by_issue.get(i.id, [])
+            out[i.id] = [i.title, *members]
+        return out
 
     # -- read ------------------------------------------------------------------------------------
     def show(self) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 1. the query's metadata is extracted against the attribute configuration (the model, values
    constrained to the allowed sets; or keywords, no model);
-2. semantic top-k over the issue nodes (`KBIndexes.rank_issues`): the project's hybrid index (BM25 +
-   dense, fused by reciprocal rank) over each issue's title and member texts, plus the roll-up of the
-   query's chunk ranking through the chunks each issue is grounded in;
+2. semantic top-k over the issue nodes (`KBIndexes.rank_issues`): each issue's title and member
+   texts scored by mean-centred dense + TF-IDF cosine (`retrieve/similarity.py`), an issue by its
+   best text, plus the roll-up of the query's chunk ranking through the chunks each issue is
+   grounded in;
 3. each target issue in rank order: metadata equal → **exact**; the query's values inside the
    issue's (a broader parent) → **subset**, then its children are searched for an exact match;
    otherwise (**mismatch**) a child's parent is checked the same way and its siblings searched,

@@ -235,6 +235,19 @@ class LexicalIndex:
             return None
         return Passage(id=row[0], text=row[1], doc=row[2], meta=json.loads(row[3] or "{}"))
 
+    def passages(self) -> list[Passage]:
+        """Every indexed passage, in indexing order, read in one query."""
+        rows = self._conn.execute(f"SELECT pid, body, doc, meta FROM {self._table} ORDER BY rowid").fetchall()
+        return [Passage(id=r[0], text=r[1], doc=r[2], meta=json.loads(r[3] or "{}")) for r in rows]
+
+    def version(self) -> tuple[int, int, int]:
+        """(passages, largest rowid, total text length): changes when passages are added, replaced or
+        removed (a replaced passage gets a new rowid), so a caller can tell a fit is stale."""
+        row = self._conn.execute(
+            f"SELECT COUNT(*), COALESCE(MAX(rowid), 0), COALESCE(SUM(LENGTH(body)), 0) FROM {self._table}"
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
     def __iter__(self) -> Iterator[str]:
         return (str(r[0]) for r in self._conn.execute(f"SELECT pid FROM {self._table} ORDER BY rowid"))
 

@@ -1,22 +1,34 @@
-"""The two hybrid (BM25 + dense, fused by reciprocal rank) indexes of a knowledge base: its issue
-nodes and its contextualized document chunks. Both live in the KB's database file, in tables named
-after a hash of the KB name (index names allow only letters, digits and '_').
+"""The two indexes of a knowledge base: its issue nodes and its contextualized document chunks, each
+a hybrid (BM25 + dense, fused by reciprocal rank) index. Both live in the KB's database file, in
+tables named after a hash of the KB name (index names allow only letters, digits and '_').
 
-Issue nodes are ranked with their grounding (contextual retrieval, rolled up): at build time each
-issue's member texts are searched in the chunks (BM25) and the chunks found are kept on the issue's
-title passage (`meta["grounding"]`: chunk id → weight). A query then scores an issue by its own
-fused rank plus `ROLLUP_WEIGHT` × the fused reciprocal ranks of its grounding chunks in the query's
-chunk ranking, so a query worded like the manual finds the issues grounded in that part of it.
+Issue nodes are ranked in two steps:
+* semantic: every issue passage (an issue's title and each member text) is scored by
+  `retrieve/similarity.py`: `DENSE_WEIGHT` × the cosine of mean-centred dense vectors (centre: the
+  mean of the indexed passages' vectors) + (1 − `DENSE_WEIGHT`) × a TF-IDF cosine fitted on the
+  indexed passages; an issue takes its best passage's score. The fit is cached (an LRU of 8, keyed
+  by the index and its version) and redone when the index changes (`kb add`, another process's
+  included). `DENSE_WEIGHT = "hybrid"` ranks by the hybrid index's fused ranks instead (the
+  earlier ranking, kept to compare).
+* grounding, rolled up: at build time each issue's member texts are searched in the chunks (BM25)
+  and the chunks found are kept on the issue's title passage (`meta["grounding"]`: chunk id →
+  weight). A query then scores an issue by 1/(c + its semantic rank) plus `ROLLUP_WEIGHT` × the
+  reciprocal ranks of its grounding chunks in the query's chunk ranking, so a query worded like
+  the manual finds the issues grounded in that part of it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
 from collections.abc import Sequence
+from typing import Literal
 
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree.retrieve.embed import Embedder, get_embedder
 from knowtree.retrieve.hybrid import HybridIndex
+from knowtree.retrieve.similarity import FitCache, PassageSimilarity
 from knowtree.retrieve.vectors import VectorIndex
 
 GROUND_K = 3  # chunks each member text is grounded in (BM25 top-k, weighted 1/rank)
@@ -25,6 +37,11 @@ GROUND_TEXTS = 10  # member texts of an issue used for its grounding
 # domains (benchmarks/RESULTS.md, AutoKB: the split and both halves are reported); 0 turns it off.
 ROLLUP_WEIGHT = 0.25
 ROLLUP_DEPTH = 50
+# Semantic step of the issue ranking: the weight of the dense side of `PassageSimilarity` (the rest
+# is TF-IDF), or "hybrid" for the BM25 + dense reciprocal-rank fusion. Set on half 0 of the dev
+# queries of both domains (benchmarks/RESULTS.md, AutoKB).
+DENSE_WEIGHT: float | Literal["hybrid"] = 0.5
+FITS = FitCache(8)  # fitted issue similarities, by (index, embedder, index version)
 
 
 class KBIndexes:
@@ -33,6 +50,8 @@ class KBIndexes:
             embedder if isinstance(embedder, Embedder) else get_embedder(*([embedder] if embedder else []))
         )
         tag = "kb_" + hashlib.sha256(kb.encode("utf-8")).hexdigest()[:12]
+        # what a fitted similarity is cached under: the file (an in-memory index is this object's own)
+        self._where = os.path.abspath(path) if path != ":memory:" else "memory:" + uuid.uuid4().hex
         self._lex = {part: LexicalIndex(path, name=f"{tag}_{part}") for part in ("issues", "chunks")}
         self._vec = {
             part: VectorIndex(path, name=f"{tag}_{part}", embedder=self.embedder)
@@ -40,10 +59,10 @@ class KBIndexes:
         }
         self.issues = HybridIndex(self._lex["issues"], self._vec["issues"])
         self.chunks = HybridIndex(self._lex["chunks"], self._vec["chunks"])
-        # chunk → [(issue, weight)], with the issue passage count it was read at (another process's
-        # `kb add` changes the count; this object's own adds reset it)
+        # chunk → [(issue, weight)], with the issue index version it was read at (another process's
+        # `kb add` changes the version; this object's own adds reset it)
         self._grounded: dict[str, list[tuple[str, float]]] | None = None
-        self._grounded_at = -1
+        self._grounded_at: tuple[int, int, int] = (-1, -1, -1)
 
     def add(self, part: str, passages: Sequence[Passage]) -> None:
         """Index (or re-index, same id) passages in `issues` or `chunks`."""
@@ -79,32 +98,65 @@ class KBIndexes:
         return {cid: round(w, 4) for cid, w in weights.items()}
 
     def _grounding(self) -> dict[str, list[tuple[str, float]]]:
-        count = self.count("issues")
-        if self._grounded is None or self._grounded_at != count:
+        version = self._lex["issues"].version()
+        if self._grounded is None or self._grounded_at != version:
             inverse: dict[str, list[tuple[str, float]]] = {}
-            lex = self._lex["issues"]
-            for pid in lex:
-                if "|" in pid:  # member passages carry no grounding; the title passage does
-                    continue
-                passage = lex.get(pid)
-                for cid, w in ((passage.meta if passage else {}).get("grounding") or {}).items():
-                    inverse.setdefault(cid, []).append((pid, float(w)))
-            self._grounded, self._grounded_at = inverse, count
+            for passage in self._lex["issues"].passages():
+                # member passages (ISSUE|RAW) carry no grounding; the title passage does
+                for cid, w in (passage.meta.get("grounding") or {}).items():
+                    inverse.setdefault(cid, []).append((passage.id, float(w)))
+            self._grounded, self._grounded_at = inverse, version
         return self._grounded
 
+    def similarity(self) -> PassageSimilarity:
+        """The issue passages' similarity (groups: issue ids), fitted once per index version."""
+        lex = self._lex["issues"]
+        key = (self._where, lex.name, self.embedder.id, lex.version())
+        return FITS.get(key, self._fit)  # type: ignore[return-value]
+
+    def _fit(self) -> PassageSimilarity:
+        import numpy as np
+
+        ids, matrix = self._vec["issues"].vectors()
+        row = {pid: i for i, pid in enumerate(ids)}
+        passages = [p for p in self._lex["issues"].passages() if p.id in row]
+        vectors = matrix[[row[p.id] for p in passages]] if passages else np.zeros((0, self.embedder.dim))
+        groups = [p.id.split("|", 1)[0] for p in passages]
+        return PassageSimilarity([p.text for p in passages], vectors.astype(np.float32), groups)
+
+    def semantic(
+        self, query: str, depth: int, dense_weight: float | Literal["hybrid"] | None = None
+    ) -> list[str]:
+        """The `depth` best issue ids for the query by the semantic step (see the module docstring;
+        `dense_weight` None: the module's DENSE_WEIGHT, read at call time)."""
+        weight = DENSE_WEIGHT if dense_weight is None else dense_weight
+        if weight == "hybrid":
+            nodes: dict[str, None] = {}
+            for pid, _ in self.issues.search(query, depth):
+                nodes.setdefault(pid.split("|", 1)[0], None)
+            return list(nodes)
+        sim = self.similarity()
+        if not len(sim):
+            return []
+        query_vector = self.embedder.embed([query])[0]
+        return [node for node, _ in sim.best(query, query_vector, float(weight), k=depth)]
+
     def rank_issues(
-        self, query: str, *, depth: int = ROLLUP_DEPTH, rollup: float | None = None
+        self,
+        query: str,
+        *,
+        depth: int = ROLLUP_DEPTH,
+        rollup: float | None = None,
+        dense_weight: float | Literal["hybrid"] | None = None,
     ) -> list[tuple[str, float]]:
-        """Issue ids best first: 1/(c + the issue's rank by its best passage in the hybrid search)
-        + rollup × Σ weight/(c + rank) over its grounding chunks in the query's BM25 chunk ranking
-        (`rollup` None: the module's ROLLUP_WEIGHT, read at call time)."""
+        """Issue ids best first: 1/(c + the issue's rank in the semantic step) + rollup × Σ
+        weight/(c + rank) over its grounding chunks in the query's BM25 chunk ranking (`rollup`,
+        `dense_weight` None: the module's ROLLUP_WEIGHT, DENSE_WEIGHT, read at call time)."""
         rollup = ROLLUP_WEIGHT if rollup is None else rollup
         c = self.issues.c
-        scores: dict[str, float] = {}
-        for pid, _ in self.issues.search(query, depth):
-            node = pid.split("|", 1)[0]
-            if node not in scores:
-                scores[node] = 1.0 / (c + len(scores) + 1)
+        scores = {
+            node: 1.0 / (c + rank) for rank, node in enumerate(self.semantic(query, depth, dense_weight), 1)
+        }
         grounded = self._grounding() if rollup else {}
         if grounded:
             for rank, (cid, _) in enumerate(self._lex["chunks"].search(query, depth), start=1):

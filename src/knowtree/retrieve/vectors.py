@@ -133,6 +133,13 @@ class VectorIndex:
             )
         return self._matrix
 
+    def vectors(self) -> tuple[list[str], np.ndarray]:
+        """(ids, matrix): every stored vector of this embedder, rows in indexing order, read afresh
+        (another connection may have added some since this object last searched)."""
+        self._matrix = None
+        matrix = self._load()
+        return list(self._ids), matrix
+
     def search(
         self, query: str, k: int = 10, *, docs: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:

@@ -9,60 +9,27 @@ Lance–Williams update keeps it O(n²) memory and about n·n² / 10⁹ seconds 
 ~5,000 issues a first k-means pass would be needed (not implemented: `cluster` refuses instead).
 
 The similarity mixes three views of an issue, each a cosine in [−1, 1]:
-* the dense embedding of its text (paraphrases),
+* the dense embedding of its text, mean-centred (paraphrases),
 * TF-IDF over the raw issues' words (rare product names, symptoms: what BM25 sees),
 * its grounding: which domain documents the hybrid retriever finds for it (two issues answered by
   the same manual section are the same issue for a knowledge base, even when worded apart).
+`center` and `tfidf` live in `retrieve/similarity.py`: the issue ranking uses the same similarity.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from knowtree.errors import UserError
-from knowtree.text import QUERY_STOPWORDS as STOPWORDS  # the BM25 query list
+from knowtree.retrieve.similarity import center, tfidf  # shared with the issue ranking (kbindex)
 
 if TYPE_CHECKING:
     import numpy as np
 
+__all__ = ["MAX_ISSUES", "agglomerate", "center", "grounding_matrix", "medoid", "similarity", "tfidf"]
+
 MAX_ISSUES = 5000
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def center(vectors: np.ndarray) -> np.ndarray:
-    """Mean-centred, re-normalized rows. A static embedder's cosines crowd near one value (every
-    text shares a common component); removing the mean spreads them so a threshold means the same
-    on dense and TF-IDF similarities (measured: uncentred, the medical issues merged into 17
-    clusters of 61 % purity at 0.6)."""
-    import numpy as np
-
-    out = vectors - vectors.mean(axis=0, keepdims=True)
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    norms[norms == 0] = 1
-    return (out / norms).astype(np.float32)
-
-
-def tfidf(texts: Sequence[str]) -> np.ndarray:
-    """L2-normalized TF-IDF rows (sublinear tf, smoothed idf) over the texts' own vocabulary."""
-    import numpy as np
-
-    docs = [[w[:6] for w in _WORD.findall(t.lower()) if w not in STOPWORDS and len(w) > 1] for t in texts]
-    df: Counter[str] = Counter()
-    for d in docs:
-        df.update(set(d))
-    vocab = {w: i for i, w in enumerate(sorted(w for w, c in df.items() if c >= 1))}
-    n = len(docs)
-    out = np.zeros((n, max(1, len(vocab))), dtype=np.float32)
-    for row, d in enumerate(docs):
-        for w, c in Counter(d).items():
-            out[row, vocab[w]] = (1 + math.log(c)) * math.log((1 + n) / (1 + df[w]))
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    norms[norms == 0] = 1
-    return out / norms
 
 
 def grounding_matrix(hits: Sequence[Sequence[str]]) -> np.ndarray:

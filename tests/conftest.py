@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 from pathlib import Path
@@ -144,3 +145,25 @@ def paragraphs(count: int, *, topic: str = "lighthouse") -> str:
             f"the northern rocks, and noted calm weather with light winds for item {i}."
         )
     return "\n\n".join(out) + "\n"
+
+
+def tiny_tv_kb(
+    tmp_path: Path, issues: list[tuple[str, str]], docs: list[tuple[str, str, str]]
+) -> dict[str, str]:
+    """A small TV knowledge base's input files under tmp_path: raw issues (id, text), manual records
+    (id, title, text), a one-attribute configuration and one rule. Returns `KB.build`'s keyword
+    arguments."""
+
+    def jsonl(name: str, rows: list[dict]) -> str:
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return str(tmp_path / name)
+
+    (tmp_path / "a.toml").write_text('domain = "tv"\n[attributes.topic]\nvalues = ["battery", "remote"]\n')
+    (tmp_path / "r.toml").write_text('[[rules]]\ntext = "Only describe what the manual says."\n')
+    return {
+        "issues": jsonl("i.jsonl", [{"id": i, "text": t} for i, t in issues]),
+        "docs": jsonl("m.jsonl", [{"id": i, "title": h, "text": t} for i, h, t in docs]),
+        "attributes": str(tmp_path / "a.toml"),
+        "rules": str(tmp_path / "r.toml"),
+    }
+

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import knowtree
+from conftest import tiny_tv_kb
 from knowtree.answer.kb import hybrid_retrieve
 from knowtree.construct.kb.builder import issue_passages
 from knowtree.retrieve import Passage
@@ -67,30 +68,21 @@ def test_mismatched_target_is_demoted_not_dropped() -> None:
 
 
 def test_new_documents_reground_issues(tmp_path: Path) -> None:
-    def jsonl(name: str, rows: list[dict]) -> str:
-        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return str(tmp_path / name)
-
-    issues = jsonl(
-        "i.jsonl",
-        [{"id": "b1", "text": "the battery drains fast"}, {"id": "p1", "text": "remote will not pair"}],
+    inputs = tiny_tv_kb(
+        tmp_path,
+        [("b1", "the battery drains fast"), ("p1", "remote will not pair")],
+        [("pair", "Pairing", "To pair the remote hold Back and Play.")],
     )
-    manual = jsonl(
-        "m.jsonl", [{"id": "pair", "title": "Pairing", "text": "To pair the remote hold Back and Play."}]
+    more = tmp_path / "n.jsonl"
+    more.write_text(
+        json.dumps({"id": "bat", "title": "Battery", "text": "If the battery drains fast, charge it."}) + "\n"
     )
-    more = jsonl(
-        "n.jsonl", [{"id": "bat", "title": "Battery", "text": "If the battery drains fast, charge it."}]
-    )
-    (tmp_path / "a.toml").write_text('domain = "tv"\n[attributes.topic]\nvalues = ["battery", "remote"]\n')
-    (tmp_path / "r.toml").write_text('[[rules]]\ntext = "Only describe what the manual says."\n')
     with knowtree.open(tmp_path / "kb.db", model="keyword") as kt:
         kb = kt.kb("tv", embedder="hash")
-        kb.build(
-            issues=issues, docs=manual, attributes=str(tmp_path / "a.toml"), rules=str(tmp_path / "r.toml")
-        )
+        kb.build(**inputs)
         battery = next(r["id"] for r in kb.export() if "b1" in r["members"])
         assert "bat" not in kb.indexes().lexical("issues").get(battery).meta["grounding"]  # type: ignore[union-attr]
-        report = kb.add(docs=more)
+        report = kb.add(docs=str(more))
         assert any("re-grounded" in n for n in report.notes)
         assert "bat" in kb.indexes().lexical("issues").get(battery).meta["grounding"]  # type: ignore[union-attr]
         assert kb.ask("charge it", metadata="none", solve=False).issue.id == battery  # type: ignore[union-attr]

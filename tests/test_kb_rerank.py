@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import knowtree
+from conftest import tiny_tv_kb
 from knowtree.answer.kb import Accepted, hybrid_retrieve
 from knowtree.answer.kb_rerank import PURPOSE, RerankOptions, rerank
 from knowtree.core import KnowTree
@@ -99,28 +100,15 @@ def test_a_malformed_reply_keeps_the_order_and_says_so(tmp_path: Path) -> None:
 
 
 def test_kb_ask_reranks_with_the_keyword_model(tmp_path: Path) -> None:
-    def jsonl(name: str, rows: list[dict]) -> str:
-        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return str(tmp_path / name)
-
-    issues = jsonl(
-        "i.jsonl",
-        [
-            {"id": "b1", "text": "the battery drains fast"},
-            {"id": "p1", "text": "remote will not pair"},
-            {"id": "d1", "text": "picture too dark at night"},
-        ],
-    )
-    manual = jsonl(
-        "m.jsonl", [{"id": "pair", "title": "Pairing", "text": "To pair the remote hold Back and Play."}]
-    )
-    (tmp_path / "a.toml").write_text('domain = "tv"\n[attributes.topic]\nvalues = ["battery", "remote"]\n')
-    (tmp_path / "r.toml").write_text('[[rules]]\ntext = "Only describe what the manual says."\n')
+    texts = [
+        ("b1", "the battery drains fast"),
+        ("p1", "remote will not pair"),
+        ("d1", "picture too dark at night"),
+    ]
+    inputs = tiny_tv_kb(tmp_path, texts, [("pair", "Pairing", "To pair the remote hold Back and Play.")])
     with knowtree.open(tmp_path / "kb.db", model="keyword") as kt:
         kb = kt.kb("tv", embedder="hash")
-        kb.build(
-            issues=issues, docs=manual, attributes=str(tmp_path / "a.toml"), rules=str(tmp_path / "r.toml")
-        )
+        kb.build(**inputs)
         plain = kb.ask("remote will not pair", metadata="none", solve=False)
         graded = kb.ask("remote will not pair", metadata="none", solve=False, rerank=True)
     assert not any(s["step"] == "rerank" for s in plain.trace)

@@ -15,9 +15,9 @@ from knowtree.answer.nav import NavOptions, Unit, lift, navigate, units_of, with
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
 from knowtree.llm.base import Request
-from knowtree.retrieve.treeindex import TreeIndex
+from knowtree.retrieve.treeindex import IndexRow, TreeIndex
 from knowtree.retrieve.treescore import TreeShape
-from knowtree.retrieve.treesearch import DOCUMENT_PARAMS, rank_tree, shape_of
+from knowtree.retrieve.treesearch import DOCUMENT_PARAMS, Ranking, rank_tree, shape_of
 from knowtree.testing.models import FunctionModel, KeywordModel
 
 QUESTION = "Who approved the marketing budget?"
@@ -38,13 +38,18 @@ def _setup(tmp_path: Path) -> tuple[KnowTree, TreeIndex]:
     return kt, TreeIndex(kt.store, "t")
 
 
+def _ranked(index: TreeIndex) -> tuple[TreeShape, Ranking, dict[str, IndexRow], list[Unit]]:
+    """The tree's shape, its LLM-free ranking for QUESTION, the index rows by id and the ranked units."""
+    shape = shape_of(index)
+    ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
+    rows = {r.id: r for r in index.rows}
+    return shape, ranking, rows, units_of(ranking, rows)
+
+
 def test_judge_grades_reorder_the_prior(tmp_path: Path) -> None:
     kt, index = _setup(tmp_path)
     with kt:
-        shape = shape_of(index)
-        ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
-        rows = {r.id: r for r in index.rows}
-        units = units_of(ranking, rows)
+        shape, ranking, rows, units = _ranked(index)
         assert len(units) >= 3
         last = units[2]  # the third unit by prior: the judge calls it the only answer
 
@@ -213,10 +218,7 @@ def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> N
 def test_the_first_round_judges_the_budgets_edge_by_default(tmp_path: Path) -> None:
     kt, index = _setup(tmp_path)
     with kt:
-        shape = shape_of(index)
-        ranking = rank_tree(index, QUESTION, embedder=None, params=DOCUMENT_PARAMS, shape=shape)
-        rows = {r.id: r for r in index.rows}
-        units = units_of(ranking, rows)
+        shape, ranking, rows, units = _ranked(index)
         budget = max(1, (len(rows[ranking.pieces[0]].text) + 3) // 4)  # the best piece fits, no more
         inside = within_budget(ranking, rows, budget)
         assert inside and len(units) > len(inside) + 1

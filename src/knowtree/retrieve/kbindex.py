@@ -97,8 +97,8 @@ class KBIndexes:
                 weights[cid] = weights.get(cid, 0.0) + 1.0 / rank / len(texts)
         return {cid: round(w, 4) for cid, w in weights.items()}
 
-    def _grounding(self) -> dict[str, list[tuple[str, float]]]:
-        version = self._lex["issues"].version()
+    def _grounding(self, version: tuple[int, int, int] | None = None) -> dict[str, list[tuple[str, float]]]:
+        version = self._lex["issues"].version() if version is None else version
         if self._grounded is None or self._grounded_at != version:
             inverse: dict[str, list[tuple[str, float]]] = {}
             for passage in self._lex["issues"].passages():
@@ -108,10 +108,11 @@ class KBIndexes:
             self._grounded, self._grounded_at = inverse, version
         return self._grounded
 
-    def similarity(self) -> PassageSimilarity:
-        """The issue passages' similarity (groups: issue ids), fitted once per index version."""
+    def similarity(self, version: tuple[int, int, int] | None = None) -> PassageSimilarity:
+        """The issue passages' similarity (groups: issue ids), fitted once per index version
+        (`version`: the issue index's, already read by the caller)."""
         lex = self._lex["issues"]
-        key = (self._where, lex.name, self.embedder.id, lex.version())
+        key = (self._where, lex.name, self.embedder.id, lex.version() if version is None else version)
         return FITS.get(key, self._fit)  # type: ignore[return-value]
 
     def _fit(self) -> PassageSimilarity:
@@ -125,7 +126,11 @@ class KBIndexes:
         return PassageSimilarity([p.text for p in passages], vectors.astype(np.float32), groups)
 
     def semantic(
-        self, query: str, depth: int, dense_weight: float | Literal["hybrid"] | None = None
+        self,
+        query: str,
+        depth: int,
+        dense_weight: float | Literal["hybrid"] | None = None,
+        version: tuple[int, int, int] | None = None,
     ) -> list[str]:
         """The `depth` best issue ids for the query by the semantic step (see the module docstring;
         `dense_weight` None: the module's DENSE_WEIGHT, read at call time)."""
@@ -135,7 +140,7 @@ class KBIndexes:
             for pid, _ in self.issues.search(query, depth):
                 nodes.setdefault(pid.split("|", 1)[0], None)
             return list(nodes)
-        sim = self.similarity()
+        sim = self.similarity(version)
         if not len(sim):
             return []
         query_vector = self.embedder.embed([query])[0]
@@ -154,10 +159,10 @@ class KBIndexes:
         `dense_weight` None: the module's ROLLUP_WEIGHT, DENSE_WEIGHT, read at call time)."""
         rollup = ROLLUP_WEIGHT if rollup is None else rollup
         c = self.issues.c
-        scores = {
-            node: 1.0 / (c + rank) for rank, node in enumerate(self.semantic(query, depth, dense_weight), 1)
-        }
-        grounded = self._grounding() if rollup else {}
+        version = self._lex["issues"].version()  # one read of it for both steps (a scan of the table)
+        semantic = self.semantic(query, depth, dense_weight, version)
+        scores = {node: 1.0 / (c + rank) for rank, node in enumerate(semantic, 1)}
+        grounded = self._grounding(version) if rollup else {}
         if grounded:
             for rank, (cid, _) in enumerate(self._lex["chunks"].search(query, depth), start=1):
                 for node, w in grounded.get(cid, ()):

@@ -170,6 +170,18 @@ def test_named_subsets(tmp_path: Path) -> None:
         run_eval("jsonl", data, "bm25", tmp_path / "r", corpus="nope", progress=False)
 
 
+def test_skip_takes_the_questions_after_the_first_n(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path)
+    first = run_eval("jsonl", data, "bm25", tmp_path / "a", limit=1, progress=False)
+    second = run_eval("jsonl", data, "bm25", tmp_path / "b", skip=1, limit=5, progress=False)
+    assert first["questions"] == 1 and second["questions"] >= 1
+    ids = [{r["case_id"] for r in _records(tmp_path / d)} for d in ("a", "b")]
+    assert ids[0].isdisjoint(ids[1])
+    assert "--skip 1 --limit 5" in second["command"]
+    with pytest.raises(UserError, match="--skip must be 0 or more"):
+        run_eval("jsonl", data, "bm25", tmp_path / "c", skip=-1, progress=False)
+
+
 # -- arithmetic on hand-computed cases -------------------------------------------------------------
 
 

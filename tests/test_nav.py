@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import CORPUS, write_corpus
-from knowtree.answer.nav import NavOptions, Unit, lift, navigate, units_of, within_budget
+from knowtree.answer.nav import NavOptions, Unit, lift, navigate, parse_options, units_of, within_budget
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
+from knowtree.errors import UserError
 from knowtree.llm.base import Request
 from knowtree.retrieve.treeindex import IndexRow, TreeIndex
 from knowtree.retrieve.treescore import TreeShape
@@ -194,6 +195,48 @@ def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
     assert all(r["prediction"] and r["metrics"]["judge_fallbacks"] == 0 for r in navs)
     judge_only = [r for r in records if r["method"] == "nav-judge"]
     assert all(r["llm_calls"] == 1 and r["prediction"] is None for r in judge_only)
+
+
+def test_nav_options_from_text() -> None:
+    got = parse_options("rounds=1, candidates=8 snippet-chars=240,first=top,soft=off,weight=0.25")
+    assert (got.rounds, got.candidates, got.snippet_chars, got.first, got.soft, got.weight) == (
+        1, 8, 240, "top", False, 0.25
+    )
+    assert parse_options("") == NavOptions()
+    for bad, message in [
+        ("beam=3", "expected NAME=VALUE"),
+        ("rounds", "expected NAME=VALUE"),
+        ("rounds=two", "is not a int"),
+        ("rounds=0", "at least 1"),
+        ("first=middle", "top or edge"),
+        ("soft=maybe", "is not a bool"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            parse_options(bad)
+
+
+def test_eval_nav_options_change_the_judging_and_key_the_run(tmp_path: Path) -> None:
+    from knowtree_eval.runner import run_eval
+
+    data = tmp_path / "q.jsonl"
+    docs = [{"id": n, "text": t} for n, t in CORPUS.items()]
+    row = {"id": "q1", "question": QUESTION, "documents": docs, "corpus": "c", "evidence": ["budget.md"]}
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    shown: list[int] = []
+
+    def judge(request: Request) -> Any:
+        assert request.schema_name != "answer"
+        numbers = _numbers(request)
+        shown.append(len(numbers))
+        return {n: "no" for n in numbers}
+
+    run = dict(embedder="hash", progress=False, model_object=FunctionModel(judge, id="j"), budget=60)
+    summary = run_eval("jsonl", data, "nav-judge", tmp_path / "o", nav="rounds=1,candidates=1", **run)
+    assert shown == [1] and "--nav rounds=1,candidates=1" in summary["command"]
+    records = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    assert [r["llm_calls"] for r in records] == [1]
+    with pytest.raises(UserError, match="different evaluation"):  # other options: not the same run
+        run_eval("jsonl", data, "nav-judge", tmp_path / "o", nav="rounds=2", **run)
 
 
 def test_later_rounds_judge_only_what_the_budget_leaves_out(tmp_path: Path) -> None:

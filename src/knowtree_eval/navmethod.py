@@ -68,7 +68,9 @@ class NavMethod(TreeMethod):
 
 def nav_method(p: MethodParams, *, judge_only: bool = False) -> NavMethod:
     """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
-    ranking alone (its budget hit rates and judge cost, no answer call)."""
+    ranking alone (its budget hit rates and judge cost, no answer call). `p.extra["nav"]` (a
+    `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
+    options = p.extra.get("nav") or NavOptions()
     if judge_only:
-        return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge")
-    return NavMethod(k=p.k, budget=p.budget, answer=p.answer)
+        return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge", options=options)
+    return NavMethod(k=p.k, budget=p.budget, answer=p.answer, options=options)

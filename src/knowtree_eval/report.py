@@ -145,6 +145,9 @@ def equivalent_command(
     corpora: int | None = None,
     per_corpus: int | None = None,
     corpus: Sequence[str] = (),
+    *,
+    skip: int | None = None,
+    nav: str | None = None,
 ) -> str:
     """The `knowtree eval` command line that reproduces this run (also for runs started from Python)."""
     args = ["knowtree", "eval", kind, str(path), "--method", ",".join(methods)]
@@ -160,8 +163,12 @@ def equivalent_command(
         args += ["--corpora", str(corpora)]
     if per_corpus is not None:
         args += ["--per-corpus", str(per_corpus)]
+    if skip:
+        args += ["--skip", str(skip)]
     if limit is not None:
         args += ["--limit", str(limit)]
+    if nav:
+        args += ["--nav", nav]
     args += ["--k", str(k), "--budget", str(budget)]
     if seed:
         args += ["--seed", str(seed)]

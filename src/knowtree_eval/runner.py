@@ -93,6 +93,8 @@ def run_eval(
     model_object: Any = None,
     judge_object: Any = None,
     on_tick: TickSink | None = None,
+    skip: int | None = None,
+    nav: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate `methods` ("bm25" or "bm25,walk", or a list) on a dataset; returns the summary dict.
 
@@ -104,7 +106,11 @@ def run_eval(
 
     Subsets: `corpora` keeps the questions of the first N corpora (QuALITY articles, LoCoMo
     conversations, filings), `corpus` only the named ones ("conv-30" or a list), `per_corpus` the first N
-    questions of each, `limit` the first N overall.
+    questions of each, `skip` drops the first N of what is left (a second subset: `skip=40, limit=40`),
+    `limit` keeps the first N overall.
+
+    `nav` sets the `nav`/`nav-judge` options ("rounds=1,candidates=8", names of
+    `knowtree.answer.nav.NavOptions`); it is part of the run's identity, so a resumed run keeps them.
 
     The model side: LLM methods (walk, flat, memwalker, fulltext, raptor) use `model` (a model
     string; `model_object`, a `Model`, wins); retrieval methods (bm25, embedding) also answer with it
@@ -124,9 +130,13 @@ def run_eval(
     dataset = load_dataset(kind, path, pages=pages_path)
     names_wanted = [corpus] if isinstance(corpus, str) else list(corpus or [])
     names_wanted = [n.strip() for c in names_wanted for n in c.split(",") if n.strip()]
-    _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit, names=names_wanted)
+    _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit, names=names_wanted, skip=skip)
     has_model = model is not None or model_object is not None
     params = MethodParams(k=k, budget=budget, model=model, seed=seed, answer=has_model)
+    if nav:
+        from knowtree.answer.nav import parse_options
+
+        params.extra["nav"] = parse_options(nav)
     runners = [make_method(n, params) for n in names]
 
     out = Path(out_dir)
@@ -143,6 +153,8 @@ def run_eval(
         "judge": judge,
         "embedder": embedder,
     }
+    if nav:  # only when set, so runs recorded before the option existed still resume
+        key["nav"] = nav
     info = previous_run(out, key)
     done, unreadable = load_records(out / RESULTS)
     session: dict[str, Any] = {
@@ -151,6 +163,7 @@ def run_eval(
         "limit": limit,
         "corpora": corpora,
         "per_corpus": per_corpus,
+        "skip": skip,
         "corpus": names_wanted or None,
         "argv": list(argv) if argv is not None else None,
         "status": "running",
@@ -171,6 +184,8 @@ def run_eval(
         corpora,
         per_corpus,
         names_wanted,
+        skip=skip,
+        nav=nav,
     )
     info = info or {"started": session["started"], "sessions": [], "setup_s": {}}
     info.update(
@@ -284,9 +299,12 @@ def _subset(
     per_corpus: int | None,
     limit: int | None,
     names: Sequence[str] = (),
+    skip: int | None = None,
 ) -> None:
-    """Keep a named subset of the questions: named corpora, the first N corpora, N per corpus, N overall."""
-    for name, value in (("--corpora", corpora), ("--per-corpus", per_corpus), ("--limit", limit)):
+    """Keep a named subset of the questions: named corpora, the first N corpora, N per corpus, then
+    the questions after the first `skip`, N overall."""
+    checks = (("--corpora", corpora), ("--per-corpus", per_corpus), ("--skip", skip), ("--limit", limit))
+    for name, value in checks:
         if value is not None and value < 0:
             raise UserError(f"{name} must be 0 or more, got {value}")
     cases = dataset.cases
@@ -307,6 +325,8 @@ def _subset(
             if seen[c.corpus] <= per_corpus:
                 kept.append(c)
         cases = kept
+    if skip:
+        cases = cases[skip:]
     if limit is not None:
         cases = cases[:limit]
     dataset.cases = cases

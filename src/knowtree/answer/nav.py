@@ -6,11 +6,12 @@ dominates), so the model never picks freely and never sees more than a short lis
 1. The LLM-free tree scores (`retrieve.treesearch.rank_tree`: contextual BM25 + dense, rolled up
    the tree) rank every piece. Pieces are grouped by the leaf they were cut from (a turn, a page,
    a passage): the **units** the model judges.
-2. Round 1: the top `candidates` units by prior go to the model in ONE call, each as its context
-   line and best piece; the reply is a grade per unit (`yes` / `partly` / `no`), constrained by a
-   JSON schema with enum values.
-3. Round 2 (the beam moves down and across the tree): the next units, pre-ranked by their prior
-   plus the grades of already-judged units in the same branch (a grade propagates to the nodes
+2. Round 1: the top `candidates` units by prior (with a budget: the best ones the budget leaves
+   out, `first="edge"`) go to the model in ONE call, each as its context line and best piece; the
+   reply is a grade per unit (`yes` / `partly` / `no`), constrained by a JSON schema with enum values.
+3. Round 2, when `rounds` > 1 (the default is one round: on the dev sets two rounds of 6 found no
+   more than one round of 8, for a call more): the beam moves down and across the tree; the next
+   units, pre-ranked by their prior plus the grades of already-judged units in the same branch (a grade propagates to the nodes
    above it and back down to their other leaves, damped per level), are judged in one more call.
 4. Every piece's final score is `prior + weight · (grade − mean grade of its call)` (prior = the
    tree score over the best one, grade ∈ {1, 0.5, 0}); an unjudged piece keeps its prior. Only the
@@ -30,12 +31,13 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
 
+from knowtree.errors import UserError
 from knowtree.llm.base import Message, Request, TokenLogprob
 from knowtree.llm.client import parse_json_tolerant
 from knowtree.prompts import render
@@ -59,12 +61,14 @@ PURPOSE = "nav_judge"
 class NavOptions:
     """How much the model judges and how much its grades count."""
 
-    candidates: int = 6  # units per judge call
-    rounds: int = 2  # judge calls per question (each one level of the beam)
+    #: one call judging the 8 best units at the budget's edge: on LoCoMo / FinanceBench (first 40) it
+    #: found as much as two rounds of 6 with one call fewer (benchmarks/RESULTS.md, "One judge call")
+    candidates: int = 8  # units per judge call
+    rounds: int = 1  # judge calls per question (each one level of the beam)
     weight: float = 0.5  # how far a centred grade moves a judged piece (priors lie in [0, 1])
     neighbour: float = 0.5  # how much a judged unit's grade lifts unjudged units of its branch (round 2)
     decay: float = 0.5  # per level up the tree, for that lift
-    snippet_chars: int = 360  # of a unit's best piece shown to the judge
+    snippet_chars: int = 240  # of a unit's best piece shown to the judge
     context_chars: int = 120  # of the piece's context line (title, breadcrumb, date, speaker)
     reply_tokens: int = 16  # per candidate, for the judge's reply
     #: read each grade as the model's probability mass on yes / partly / no at the grade's first
@@ -75,6 +79,44 @@ class NavOptions:
     #: leaves out (a grade there can pull evidence in; inside, it can only push some out), or
     #: "top", the best units overall. Without a budget both are "top".
     first: Literal["top", "edge"] = "edge"
+
+
+def parse_options(text: str, base: NavOptions | None = None) -> NavOptions:
+    """`NavOptions` from "rounds=1,candidates=8" (comma- or space-separated NAME=VALUE), on top of `base`.
+
+    Raises `UserError` naming the bad part: an unknown name, a value of the wrong type, or a count below 1.
+    """
+    options = base or NavOptions()
+    kinds = {f.name: f for f in fields(NavOptions)}
+    changes: dict[str, Any] = {}
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        name, sep, raw = part.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in kinds:
+            known = ", ".join(kinds)
+            raise UserError(f"nav option {part!r}: expected NAME=VALUE with NAME one of {known}")
+        current = getattr(options, name)
+        try:
+            if isinstance(current, bool):
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError(raw)
+                value: Any = raw.lower() in ("true", "1", "yes", "on")
+            elif isinstance(current, int):
+                value = int(raw)
+            elif isinstance(current, float):
+                value = float(raw)
+            else:
+                value = raw
+        except ValueError:
+            raise UserError(f"nav option {name}: {raw!r} is not a {type(current).__name__}") from None
+        if name == "first" and value not in ("top", "edge"):
+            raise UserError(f"nav option first: {raw!r} must be top or edge")
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise UserError(f"nav option {name}: must be at least 1, got {value}")
+        changes[name] = value
+    return replace(options, **changes)
 
 
 class JudgeReply(RootModel[dict[str, Grade]]):

@@ -66,6 +66,18 @@ def eval_command(
             help="embedding model: default (m2v-minilm), minilm, minilm-l3, wordllama, static (64-dim) or hash (test fake)",
         ),
     ] = "default",
+    skip: Annotated[
+        int | None,
+        typer.Option("--skip", help="leave out the first N questions (after --corpus/--per-corpus; before --limit)"),
+    ] = None,
+    nav: Annotated[
+        str | None,
+        typer.Option(
+            "--nav",
+            help="options of nav / nav-judge, e.g. 'rounds=1,candidates=8,snippet_chars=240' "
+            "(candidates, rounds, weight, snippet_chars, first=edge|top, soft…)",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,
 ) -> None:
     """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.
@@ -98,6 +110,8 @@ def eval_command(
                 per_corpus=per_corpus,
                 corpus=corpus,
                 embedder=embedder,
+                skip=skip,
+                nav=nav,
                 on_tick=bar.tick if bar else None,
             )
         finally:

@@ -162,6 +162,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-baselines", action="store_true", help="score the KB only (no flat baselines)")
+    ap.add_argument(
+        "--rerank-model",
+        default=None,
+        help="after the main run, re-ask every query with `rerank=True`, this model grading the top 5"
+        " (e.g. local); reported as 'kb + rerank (MODEL)' with its calls and seconds",
+    )
+    ap.add_argument(
+        "--solutions-model",
+        default=None,
+        help="generate the --solutions with this model instead (e.g. local), after the main run on the"
+        " same KB: the build and retrieval stay the main model's, the solutions and compliance checks are this one's",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     import knowtree
@@ -220,7 +232,7 @@ def main() -> None:
     ranked, matches, ask_s = [], collections.Counter(), time.monotonic()
     answers = []
     for i, (text, _) in enumerate(queries):
-        solve = i < args.solutions
+        solve = i < args.solutions and not args.solutions_model
         answer = kb.ask(text, k=5, metadata=metadata, solve=solve)
         answers.append(answer)
         ids = [a.issue.id for a in answer.accepted]
@@ -310,8 +322,18 @@ def main() -> None:
         },
         "ask_s_per_query": round(ask_s / max(1, len(queries)), 2),
     }
-    if args.solutions:
+    if args.solutions and not args.solutions_model:
         out["solutions"] = solution_report(args.domain, answers[: args.solutions], queries, kb)
+    kt.close()
+    if args.solutions and args.solutions_model:
+        out["solutions"] = solutions_run(db, args, queries, metadata)
+    if args.rerank_model:
+        name, report = rerank_run(db, args, queries, majority, metadata)
+        results[name] = report.pop("hit_rate")
+        if args.domain == "tv":
+            results[name]["lenient"] = hit_rates(lenient(report.pop("ranked"), gold), gold, texts)
+        report.pop("ranked", None)
+        out["rerank"] = report
     print(json.dumps(out, indent=2))
     target = (
         Path(args.out)
@@ -320,7 +342,91 @@ def main() -> None:
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def rerank_run(
+    db: str, args: argparse.Namespace, queries: list[tuple[str, str]], majority: dict[str, Any], metadata: str
+) -> tuple[str, dict[str, Any]]:
+    """The same KB re-asked with `rerank=True`, `args.rerank_model` grading the top 5 of each query
+    (metadata as in the main run, no solutions). Returns the result name and its report: hit rates,
+    the ranked labels (for the lenient hit), calls, tokens, seconds per query and malformed replies."""
+    import statistics
+
+    import knowtree
+
+    kt = knowtree.open(db, model=args.rerank_model)
+    kb = kt.kb(args.domain, embedder=args.embedder)
+    ranked, seconds, malformed, moved = [], [], 0, 0
+    for text, _ in queries:
+        started = time.monotonic()
+        answer = kb.ask(text, k=5, metadata=metadata, solve=False, rerank=True)
+        seconds.append(time.monotonic() - started)
+        step = next((t for t in answer.trace if t.get("step") == "rerank"), None)
+        if step and "error" in step:
+            malformed += 1
+        if step and step.get("order") and step["order"][0] != step["candidates"][0]:
+            moved += 1
+        ranked.append([majority.get(a.issue.id) or "none" for a in answer.accepted])
+    gold, texts = [g for _, g in queries], [t for t, _ in queries]
+    calls = kt.store.query(
+        "SELECT COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens) FROM llm_calls"
+        " WHERE purpose = 'kb_rerank'"
+    )[0]
     kt.close()
+    report = {
+        "model": args.rerank_model,
+        "hit_rate": hit_rates(ranked, gold, texts),
+        "ranked": ranked,
+        "calls": calls[0],
+        "cached": calls[1],
+        "input_tokens": calls[2],
+        "output_tokens": calls[3],
+        "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
+        "malformed": malformed,
+        "top_changed": moved,
+    }
+    return f"kb + rerank ({args.rerank_model})", report
+
+
+def solutions_run(
+    db: str, args: argparse.Namespace, queries: list[tuple[str, str]], metadata: str
+) -> dict[str, Any]:
+    """Solutions for the first `args.solutions` queries' issues, generated (lazily, as `kb ask` does)
+    and checked by `args.solutions_model` on the KB the main run built; the report of
+    `solution_report` plus the model's calls, tokens and seconds per solution."""
+    import statistics
+
+    import knowtree
+
+    kt = knowtree.open(db, model=args.solutions_model)
+    kb = kt.kb(args.domain, embedder=args.embedder)
+    answers, seconds = [], []
+    for text, _ in queries[: args.solutions]:
+        started = time.monotonic()
+        answers.append(kb.ask(text, k=5, metadata=metadata, solve=True))
+        seconds.append(time.monotonic() - started)
+    rows = kt.store.query(
+        "SELECT purpose, COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens), SUM(seconds)"
+        " FROM llm_calls WHERE model = ? GROUP BY purpose",
+        [kt.model.id],
+    )
+    report = solution_report(args.domain, answers, queries, kb)
+    kt.close()
+    report["model"] = args.solutions_model
+    report["queries"] = len(answers)
+    report["seconds_median"] = round(statistics.median(seconds), 1) if seconds else None
+    report["calls_by_purpose"] = {
+        r[0]: {
+            "calls": r[1],
+            "cached": r[2],
+            "input_tokens": r[3],
+            "output_tokens": r[4],
+            "seconds": round(r[5] or 0, 1),
+        }
+        for r in rows
+    }
+    report["statuses"] = dict(collections.Counter(a.status for a in answers))
+    return report
 
 
 def solution_report(

@@ -370,7 +370,8 @@ def rerank_run(
     gold, texts = [g for _, g in queries], [t for t, _ in queries]
     calls = kt.store.query(
         "SELECT COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens) FROM llm_calls"
-        " WHERE purpose = 'kb_rerank'"
+        " WHERE purpose = 'kb_rerank' AND model = ?",
+        [kt.model.id],
     )[0]
     kt.close()
     report = {

@@ -115,3 +115,21 @@ def test_kb_ask_reranks_with_the_keyword_model(tmp_path: Path) -> None:
     step = next(s for s in graded.trace if s["step"] == "rerank")
     assert len(step["grades"]) == len(step["candidates"]) >= 2
     assert graded.issue is not None and graded.issue.id == plain.issue.id  # type: ignore[union-attr]
+
+
+def test_kb_ask_rerank_flag_on_the_command_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from knowtree.cli.app import app
+
+    texts = [("b1", "the battery drains fast"), ("p1", "remote will not pair"), ("d1", "picture too dark")]
+    inputs = tiny_tv_kb(tmp_path, texts, [("pair", "Pairing", "To pair the remote hold Back and Play.")])
+    with knowtree.open(tmp_path / "kb.db", model="keyword") as kt:
+        kt.kb("tv", embedder="hash").build(**inputs)
+    args = ["kb", "ask", "tv", "remote will not pair", "--db", str(tmp_path / "kb.db"), "--model", "keyword"]
+    args += ["--metadata", "none", "--no-solution", "--json"]
+    plain = CliRunner().invoke(app, args)
+    graded = CliRunner().invoke(app, [*args, "--rerank"])
+    assert plain.exit_code == 0 and graded.exit_code == 0, (plain.output, graded.output)
+    steps = [s["step"] for s in json.loads(graded.stdout)["trace"]]
+    assert "rerank" in steps and "rerank" not in [s["step"] for s in json.loads(plain.stdout)["trace"]]

@@ -209,7 +209,8 @@ class KB:
         """Algorithm 2; the accepted issue's solution is generated (lazy KBs) and stored on first use.
         `metadata`: model | keywords (no model call for extraction) | none (semantic only).
         `rerank`: the model grades the top issues yes/no and they are reordered
-        (`answer/kb_rerank.py`; one call; off by default, not yet measured with a real model)."""
+        (`answer/kb_rerank.py`; one call; off by default: with the embedded 1.5B model it lowered TV
+        HitRate@1, benchmarks/RESULTS.md "AutoKB rerank")."""
         if metadata not in ("model", "keywords", "none"):
             raise UserError(f"metadata must be model, keywords or none, not {metadata!r}")
         if not query.strip():

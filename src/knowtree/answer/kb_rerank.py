@@ -1,4 +1,4 @@
-"""An optional rerank of Algorithm 2's first issues by the model (off by default; unmeasured).
+"""An optional rerank of Algorithm 2's first issues by the model (off by default).
 
 One call grades the top `RerankOptions.top` accepted issues yes/no against the query (each shown by
 its title and a few member texts). Each grade is read as the model's probability of "yes" at the
@@ -9,7 +9,9 @@ Issues after the top keep their place; the match each issue was accepted with is
 
 Why: on the dev queries the right issue is often in the top 5 but not first (HitRate@1 vs @5,
 benchmarks/RESULTS.md AutoKB), and `benchmarks/autokb_vote_bound.py` bounds what reordering the
-top 5 could reach. Not measured with a real model yet.
+top 5 could reach. Measured with the embedded 1.5B model it hurts: TV HitRate@1 0.483 → 0.414,
+the top issue changed on 40 of 58 queries (benchmarks/RESULTS.md, "AutoKB rerank"), so it stays
+off by default and is meant for stronger models.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ dominates), so the model never picks freely and never sees more than a short lis
 2. Round 1: the top `candidates` units by prior (with a budget: the best ones the budget leaves
    out, `first="edge"`) go to the model in ONE call, each as its context line and best piece; the
    reply is a grade per unit (`yes` / `partly` / `no`), constrained by a JSON schema with enum values.
-3. Round 2, when `rounds` > 1 (the default is one round: on the dev sets two rounds of 6 found no
-   more than one round of 8, for a call more): the beam moves down and across the tree; the next
+3. Round 2, when `rounds` > 1 (the default is one round: measured on the dev sets, a second call
+   bought one FinanceBench question in 40 and nothing on LoCoMo): the beam moves down and across the tree; the next
    units, pre-ranked by their prior plus the grades of already-judged units in the same branch (a grade propagates to the nodes
    above it and back down to their other leaves, damped per level), are judged in one more call.
 4. Every piece's final score is `prior + weight · (grade − mean grade of its call)` (prior = the
@@ -61,8 +61,8 @@ PURPOSE = "nav_judge"
 class NavOptions:
     """How much the model judges and how much its grades count."""
 
-    #: one call judging the 8 best units at the budget's edge: on LoCoMo / FinanceBench (first 40) it
-    #: found as much as two rounds of 6 with one call fewer (benchmarks/RESULTS.md, "One judge call")
+    #: one call judging the 8 best units at the budget's edge: the same LoCoMo gain as two rounds of
+    #: 6 in ~6 s less, none on FinanceBench (two rounds: +1 of 40) (benchmarks/RESULTS.md, "One judge call")
     candidates: int = 8  # units per judge call
     rounds: int = 1  # judge calls per question (each one level of the beam)
     weight: float = 0.5  # how far a centred grade moves a judged piece (priors lie in [0, 1])

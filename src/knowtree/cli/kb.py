@@ -128,6 +128,15 @@ def ask(
     no_solution: Annotated[
         bool, typer.Option("--no-solution", help="retrieve only; generate no solution")
     ] = False,
+    rerank: Annotated[
+        bool,
+        typer.Option(
+            "--rerank",
+            help="one more model call: the model grades the top 5 issues yes/no and they are reordered. "
+            "Off by default: with the embedded 1.5B model it lowered TV HitRate@1 from 0.483 to 0.414 "
+            "(benchmarks/RESULTS.md, AutoKB rerank); meant for stronger models",
+        ),
+    ] = False,
     trace: Annotated[bool, typer.Option("--trace", help="print the retrieval steps")] = False,
     db: DbOpt = None,
     model: ModelOpt = None,
@@ -139,7 +148,7 @@ def ask(
 
     def go() -> None:
         with open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False) as kt:
-            answer = kt.kb(name).ask(query, k=k, metadata=metadata, solve=not no_solution)
+            answer = kt.kb(name).ask(query, k=k, metadata=metadata, solve=not no_solution, rerank=rerank)
         data = answer.to_dict()
         if as_json:
             echo_json(data, ensure_ascii=False)

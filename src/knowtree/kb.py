@@ -295,7 +295,8 @@ class KB:
                 kids.setdefault(i.parent, []).append(i)
 
         def node(i: kbstore.KBIssue) -> dict[str, Any]:
-            violations = i.compliance[-1]["violations"] if i.compliance else []
+            kept = [c for c in i.compliance or [] if c.get("kept")] or (i.compliance or [])[-1:]
+            violations = kept[-1]["violations"] if kept else []
             return {
                 "id": i.id,
                 "title": i.title,

@@ -76,7 +76,8 @@ def generate(
     *,
     feedback: str = "",
 ) -> dict[str, Any]:
-    """One solution: {text, citations: [{chunk, doc_id, quote}], unverified: [...], chunks: [ids]}."""
+    """One solution: {text, citations: [{chunk, doc_id, quote}], unverified: [...], chunks: [ids]}.
+    `feedback`: what was wrong with a previous version (`compliance.solve` writes it), put in the prompt."""
     shown = (
         "\n\n".join(
             f"[{i}] ({' > '.join(c.path)}) {c.text[:CHUNK_SHOWN]}" for i, c in enumerate(passages, start=1)
@@ -93,7 +94,7 @@ def generate(
         metadata=show(issue.metadata),
         rules=rules_text(rules) or "(none)",
         chunks=shown,
-        feedback=f"\nA previous version broke these rules; fix that: {feedback}\n" if feedback else "",
+        feedback=f"\n{feedback}\n" if feedback else "",
         purpose="kb_solution",
         max_tokens=450,
     ).value

@@ -351,25 +351,34 @@ def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path)
         assert row["status"] == "ungrounded" and row["citations"] == []
 
 
+CITED = {
+    "solution": "Hold the power button for 7 seconds until the light flashes blue.",
+    "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
+}
+
+
+def _first_solved(tmp_path: Path, replies: list[dict]) -> tuple[dict, dict, list[str]]:
+    """Build eagerly with the solution replies cycling through `replies`: the first issue's export
+    row, `show()`, and the solution prompts the model saw."""
+    model = _model_with(replies * 20)
+    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
+    with kt:
+        kb = kt.kb("hp")
+        row, shown = kb.export()[0], kb.show()
+    return row, shown, [r.messages[-1].content for r in model.requests if r.schema_name == "kb_solution"]
+
+
 def test_an_uncited_solution_is_regenerated_with_the_rejected_quotes(tmp_path: Path) -> None:
     uncited = {
         "solution": "Hold the power button.",
         "citations": [{"passage": 1, "quote": "press the secret reset pin"}],
     }
-    cited = {
-        "solution": "Hold the power button for 7 seconds until the light flashes blue.",
-        "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
-    }
-    model = _model_with([uncited, cited] * 20)
-    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
-    with kt:
-        row = kt.kb("hp").export()[0]
+    row, _, prompts = _first_solved(tmp_path, [uncited, CITED])
     assert row["status"] == "ok" and row["citations"]
     assert [(c["attempt"], c["citations"], c["kept"]) for c in row["compliance"]] == [
         (1, 0, False),
         (2, 1, True),
     ]
-    prompts = [r.messages[-1].content for r in model.requests if r.schema_name == "kb_solution"]
     assert any(
         "cited nothing that could be checked" in p and "press the secret reset pin" in p for p in prompts
     )
@@ -378,16 +387,8 @@ def test_an_uncited_solution_is_regenerated_with_the_rejected_quotes(tmp_path: P
 def test_a_worse_second_attempt_is_not_kept(tmp_path: Path) -> None:
     # the first is compliant but uncited; the regeneration breaks a rule: the first stays
     uncited = {"solution": "Hold the power button.", "citations": []}
-    breaking = {
-        "solution": "Open the headphones and reseat the battery.",
-        "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
-    }
-    model = _model_with([uncited, breaking] * 20)
-    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
-    with kt:
-        kb = kt.kb("hp")
-        row = kb.export()[0]
-        shown = kb.show()
+    breaking = {"solution": "Open the headphones and reseat the battery.", "citations": CITED["citations"]}
+    row, shown, _ = _first_solved(tmp_path, [uncited, breaking])
     assert row["status"] == "ungrounded" and row["solution"] == "Hold the power button."
     assert [c["kept"] for c in row["compliance"]] == [True, False] and row["compliance"][1]["violations"]
     assert "no-opening" not in json.dumps(shown)  # show() reports the kept attempt's (no) violations
@@ -395,18 +396,10 @@ def test_a_worse_second_attempt_is_not_kept(tmp_path: Path) -> None:
 
 def test_violation_is_fed_back_and_fixed(tmp_path: Path) -> None:
     bad = {"solution": "Open the headphones and reseat the battery.", "citations": []}
-    good = {
-        "solution": "Hold the power button for 7 seconds until the light flashes blue.",
-        "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],
-    }
-    model = _model_with([bad, good] * 20)
-    kt, _ = build(tmp_path, model=model, solutions="eager", threshold=0.15, join_threshold=0.3)
-    with kt:
-        row = kt.kb("hp").export()[0]
-        assert row["compliance"][0]["violations"][0]["rule"] == "no-opening"
-        assert len(row["compliance"]) == 2 and row["compliance"][1]["violations"] == []
-        prompts = [r.messages[-1].content for r in model.requests if r.schema_name == "kb_solution"]
-        assert any("rule no-opening" in p for p in prompts)
+    row, _, prompts = _first_solved(tmp_path, [bad, CITED])
+    assert row["compliance"][0]["violations"][0]["rule"] == "no-opening"
+    assert len(row["compliance"]) == 2 and row["compliance"][1]["violations"] == []
+    assert any("rule no-opening" in p for p in prompts)
 
 
 def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:

@@ -202,3 +202,26 @@ def test_store_refuses_directly(tmp_path: Path) -> None:
     (tmp_path / "zero.db").write_bytes(b"")
     with pytest.raises(StoreError, match="empty file"):
         SQLiteStore(tmp_path / "zero.db")
+
+
+def test_a_second_store_on_the_same_file_keeps_the_first_ones_wal_safe(tmp_path: Path) -> None:
+    # Reading the header with open()/close() while a store of this process had the file open dropped
+    # the process's POSIX locks: another process closing the database then deleted the live WAL file.
+    import subprocess
+    import sys
+
+    from knowtree.store.sqlite import SQLiteStore
+
+    path = tmp_path / "kb.db"
+    first = SQLiteStore(path)
+    first.query("SELECT 1")
+    second = SQLiteStore(path)
+    other = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM sqlite_master').fetchone(); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", other, str(path)], check=True)
+    assert (tmp_path / "kb.db-wal").exists()
+    second.close()
+    subprocess.run([sys.executable, "-c", other, str(path)], check=True)
+    assert (tmp_path / "kb.db-wal").exists()  # the first store is still open
+    first.close()

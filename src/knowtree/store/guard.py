@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,67 @@ APPLICATION_ID = 0x4B6E5472
 QUICK_CHECK_MAX_BYTES = 128 * 1024 * 1024
 _MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = frozenset({"trees", "nodes", "llm_cache", "runs"})
+
+
+#: files this process holds open through a store (by device and inode), with how many stores hold each
+_HELD: dict[tuple[int, int], int] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _file_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def hold(path: str) -> tuple[int, int] | None:
+    """Record that a store of this process has `path` open (`release` undoes it); see `held`."""
+    key = _file_key(path) if path != ":memory:" else None
+    if key is not None:
+        with _HELD_LOCK:
+            _HELD[key] = _HELD.get(key, 0) + 1
+    return key
+
+
+def release(key: tuple[int, int] | None) -> None:
+    if key is None:
+        return
+    with _HELD_LOCK:
+        left = _HELD.get(key, 0) - 1
+        if left > 0:
+            _HELD[key] = left
+        else:
+            _HELD.pop(key, None)
+
+
+def held(path: str) -> bool:
+    """Whether this process already has the file open: through a store, or (Linux) any descriptor.
+
+    Then `preflight` must not open and close the file itself: closing any descriptor of a file drops
+    every POSIX lock the process holds on it, SQLite's included (sqlite.org/howtocorrupt.html, 2.2).
+    A connection without its shared lock looks absent to other processes, and the next one to close
+    the database deletes the live WAL file under it (measured: a second store opened in the same
+    process, then `sqlite3 FILE "select 1"` from a shell, and the first store's later writes went to
+    a deleted file)."""
+    key = _file_key(path)
+    if key is None:
+        return False
+    with _HELD_LOCK:
+        if _HELD.get(key):
+            return True
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        return False
+    for entry in fds.iterdir():
+        try:
+            st = os.stat(entry)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == key:
+            return True
+    return False
 
 
 class DamagedDatabaseError(StoreError):
@@ -46,6 +108,8 @@ def preflight(path: str) -> bool:
         return True
     if p.is_dir():
         raise ForeignDatabaseError(f"{path}: is a directory, not a knowtree database file")
+    if held(path):  # checked when this process opened it; reading it now would drop SQLite's locks
+        return False
     size = p.stat().st_size
     if size == 0:
         raise ForeignDatabaseError(

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
-from knowtree.store.guard import mark, preflight
+from knowtree.store.guard import hold, mark, preflight, release
 from knowtree.store.migrations import migrate
 from knowtree.store.protocol import SaveHook, save_hook
 from knowtree.store.rows import (
@@ -67,6 +67,7 @@ class SQLiteStore:
         except StoreError:
             self._conn.close()
             raise
+        self._held = hold(self.path)  # so a second store on this file does not read it raw (guard.held)
         self._lock = threading.RLock()
         self._on_save: list[SaveHook] = []
         self._on_delete: list[TreeHook] = []
@@ -85,6 +86,8 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            release(self._held)
+            self._held = None
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -288,7 +291,9 @@ class SQLiteStore:
                     " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
-                c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
+                c.executemany(
+                    "DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten]
+                )
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"

@@ -323,7 +323,7 @@ def main() -> None:
         "ask_s_per_query": round(ask_s / max(1, len(queries)), 2),
     }
     if args.solutions and not args.solutions_model:
-        out["solutions"] = solution_report(args.domain, answers[: args.solutions], queries, kb)
+        out["solutions"] = solution_report(args.domain, answers[: args.solutions], queries)
     kt.close()
     if args.solutions and args.solutions_model:
         out["solutions"] = solutions_run(db, args, queries, metadata)
@@ -344,6 +344,39 @@ def main() -> None:
     target.write_text(json.dumps(out, indent=2) + "\n")
 
 
+def reask(
+    db: str, args: argparse.Namespace, model: str, queries: list[tuple[str, str]], **ask: Any
+) -> tuple[list[Any], list[float], dict[str, dict[str, Any]]]:
+    """The KB the main run built, asked again with `model` (`ask`: the `kb.ask` options): the answers,
+    the seconds of each, and that model's calls by purpose (calls, cached, tokens, seconds)."""
+    import knowtree
+
+    kt = knowtree.open(db, model=model)
+    kb = kt.kb(args.domain, embedder=args.embedder)
+    answers, seconds = [], []
+    for text, _ in queries:
+        started = time.monotonic()
+        answers.append(kb.ask(text, k=5, **ask))
+        seconds.append(time.monotonic() - started)
+    rows = kt.store.query(
+        "SELECT purpose, COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens), SUM(seconds)"
+        " FROM llm_calls WHERE model = ? GROUP BY purpose",
+        [kt.model.id],
+    )
+    kt.close()
+    calls = {
+        r[0]: {
+            "calls": r[1],
+            "cached": r[2],
+            "input_tokens": r[3],
+            "output_tokens": r[4],
+            "seconds": round(r[5] or 0, 1),
+        }
+        for r in rows
+    }
+    return answers, seconds, calls
+
+
 def rerank_run(
     db: str, args: argparse.Namespace, queries: list[tuple[str, str]], majority: dict[str, Any], metadata: str
 ) -> tuple[str, dict[str, Any]]:
@@ -352,15 +385,11 @@ def rerank_run(
     the ranked labels (for the lenient hit), calls, tokens, seconds per query and malformed replies."""
     import statistics
 
-    import knowtree
-
-    kt = knowtree.open(db, model=args.rerank_model)
-    kb = kt.kb(args.domain, embedder=args.embedder)
-    ranked, seconds, malformed, moved = [], [], 0, 0
-    for text, _ in queries:
-        started = time.monotonic()
-        answer = kb.ask(text, k=5, metadata=metadata, solve=False, rerank=True)
-        seconds.append(time.monotonic() - started)
+    answers, seconds, calls = reask(
+        db, args, args.rerank_model, queries, metadata=metadata, solve=False, rerank=True
+    )
+    ranked, malformed, moved = [], 0, 0
+    for answer in answers:
         step = next((t for t in answer.trace if t.get("step") == "rerank"), None)
         if step and "error" in step:
             malformed += 1
@@ -368,20 +397,15 @@ def rerank_run(
             moved += 1
         ranked.append([majority.get(a.issue.id) or "none" for a in answer.accepted])
     gold, texts = [g for _, g in queries], [t for t, _ in queries]
-    calls = kt.store.query(
-        "SELECT COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens) FROM llm_calls"
-        " WHERE purpose = 'kb_rerank' AND model = ?",
-        [kt.model.id],
-    )[0]
-    kt.close()
+    rerank_calls = calls.get("kb_rerank", {})
     report = {
         "model": args.rerank_model,
         "hit_rate": hit_rates(ranked, gold, texts),
         "ranked": ranked,
-        "calls": calls[0],
-        "cached": calls[1],
-        "input_tokens": calls[2],
-        "output_tokens": calls[3],
+        "calls": rerank_calls.get("calls", 0),
+        "cached": rerank_calls.get("cached"),
+        "input_tokens": rerank_calls.get("input_tokens"),
+        "output_tokens": rerank_calls.get("output_tokens"),
         "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
         "malformed": malformed,
         "top_changed": moved,
@@ -397,42 +421,19 @@ def solutions_run(
     `solution_report` plus the model's calls, tokens and seconds per solution."""
     import statistics
 
-    import knowtree
-
-    kt = knowtree.open(db, model=args.solutions_model)
-    kb = kt.kb(args.domain, embedder=args.embedder)
-    answers, seconds = [], []
-    for text, _ in queries[: args.solutions]:
-        started = time.monotonic()
-        answers.append(kb.ask(text, k=5, metadata=metadata, solve=True))
-        seconds.append(time.monotonic() - started)
-    rows = kt.store.query(
-        "SELECT purpose, COUNT(*), SUM(cached), SUM(input_tokens), SUM(output_tokens), SUM(seconds)"
-        " FROM llm_calls WHERE model = ? GROUP BY purpose",
-        [kt.model.id],
+    answers, seconds, calls = reask(
+        db, args, args.solutions_model, queries[: args.solutions], metadata=metadata, solve=True
     )
-    report = solution_report(args.domain, answers, queries, kb)
-    kt.close()
+    report = solution_report(args.domain, answers, queries)
     report["model"] = args.solutions_model
     report["queries"] = len(answers)
     report["seconds_median"] = round(statistics.median(seconds), 1) if seconds else None
-    report["calls_by_purpose"] = {
-        r[0]: {
-            "calls": r[1],
-            "cached": r[2],
-            "input_tokens": r[3],
-            "output_tokens": r[4],
-            "seconds": round(r[5] or 0, 1),
-        }
-        for r in rows
-    }
+    report["calls_by_purpose"] = calls
     report["statuses"] = dict(collections.Counter(a.status for a in answers))
     return report
 
 
-def solution_report(
-    domain: str, answers: list[Any], queries: list[tuple[str, str]], kb: Any
-) -> dict[str, Any]:
+def solution_report(domain: str, answers: list[Any], queries: list[tuple[str, str]]) -> dict[str, Any]:
     """Compliance, citation verification and (medical) precaution recall of generated solutions."""
     refs = {}
     if domain == "medical":

@@ -295,8 +295,9 @@ class KB:
                 kids.setdefault(i.parent, []).append(i)
 
         def node(i: kbstore.KBIssue) -> dict[str, Any]:
-            kept = [c for c in i.compliance or [] if c.get("kept")] or (i.compliance or [])[-1:]
-            violations = kept[-1]["violations"] if kept else []
+            # the attempt kept; in reports stored before attempts were marked, the last one
+            kept = next((c for c in reversed(i.compliance or []) if c.get("kept", True)), None)
+            violations = kept["violations"] if kept else []
             return {
                 "id": i.id,
                 "title": i.title,

@@ -31,7 +31,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -81,42 +81,35 @@ class NavOptions:
     first: Literal["top", "edge"] = "edge"
 
 
-def parse_options(text: str, base: NavOptions | None = None) -> NavOptions:
-    """`NavOptions` from "rounds=1,candidates=8" (comma- or space-separated NAME=VALUE), on top of `base`.
+def parse_options(text: str) -> NavOptions:
+    """`NavOptions` from "rounds=1,candidates=8" (comma- or space-separated NAME=VALUE).
 
-    Raises `UserError` naming the bad part: an unknown name, a value of the wrong type, or a count below 1.
-    """
-    options = base or NavOptions()
-    kinds = {f.name: f for f in fields(NavOptions)}
+    Values are coerced by pydantic from the field types (as `config.Settings` coerces environment
+    values). Raises `UserError` naming the bad part: an unknown name, a value of the wrong type, or a
+    count below 1."""
+    from typing import get_type_hints
+
+    from pydantic import TypeAdapter
+
+    hints = get_type_hints(NavOptions)
     changes: dict[str, Any] = {}
     for part in re.split(r"[,\s]+", text.strip()):
         if not part:
             continue
         name, sep, raw = part.partition("=")
         name = name.strip().replace("-", "_")
-        if not sep or name not in kinds:
-            known = ", ".join(kinds)
-            raise UserError(f"nav option {part!r}: expected NAME=VALUE with NAME one of {known}")
-        current = getattr(options, name)
+        if not sep or name not in hints:
+            raise UserError(f"nav option {part!r}: expected NAME=VALUE with NAME one of {', '.join(hints)}")
         try:
-            if isinstance(current, bool):
-                if raw.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                    raise ValueError(raw)
-                value: Any = raw.lower() in ("true", "1", "yes", "on")
-            elif isinstance(current, int):
-                value = int(raw)
-            elif isinstance(current, float):
-                value = float(raw)
-            else:
-                value = raw
-        except ValueError:
-            raise UserError(f"nav option {name}: {raw!r} is not a {type(current).__name__}") from None
-        if name == "first" and value not in ("top", "edge"):
-            raise UserError(f"nav option first: {raw!r} must be top or edge")
+            value = TypeAdapter(hints[name]).validate_python(raw)
+        except ValidationError:
+            if name == "first":
+                raise UserError(f"nav option first: {raw!r} must be top or edge") from None
+            raise UserError(f"nav option {name}: {raw!r} is not a {hints[name].__name__}") from None
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise UserError(f"nav option {name}: must be at least 1, got {value}")
         changes[name] = value
-    return replace(options, **changes)
+    return replace(NavOptions(), **changes)
 
 
 class JudgeReply(RootModel[dict[str, Grade]]):

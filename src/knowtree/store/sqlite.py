@@ -291,9 +291,7 @@ class SQLiteStore:
                     " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
-                c.executemany(
-                    "DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten]
-                )
+                c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"

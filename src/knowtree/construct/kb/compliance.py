@@ -99,15 +99,16 @@ def solve(
     report: list[dict[str, Any]] = [
         {"attempt": 1, "violations": violations, "citations": len(solution["citations"])}
     ]
+    kept = 1
     problems = retry_feedback(solution, violations, passages)
     if problems:
         second = solutions.generate(client, domain, issue, passages, rules, feedback=problems)
         second_violations = check(client, domain, second["text"], rules)
         report.append({"attempt": 2, "violations": second_violations, "citations": len(second["citations"])})
         if _quality(second, second_violations) >= _quality(solution, violations):
-            solution, violations = second, second_violations
+            solution, violations, kept = second, second_violations, 2
     for entry in report:  # which attempt's solution is stored
-        entry["kept"] = entry["violations"] is violations
+        entry["kept"] = entry["attempt"] == kept
     if violations:
         status = "flagged"
     elif not solution["citations"]:

@@ -25,14 +25,14 @@ from knowtree.text import quote_score
 
 TOP_K = 5
 CHUNK_SHOWN = 700
-QUOTE_MIN = 0.9
+QUOTE_MIN = 0.9  # share of the quote's words found in one stretch of the chunk
 MAX_CITATIONS = 3
 # Grammar limits of the embedded engine (llama.cpp): a string's maxLength and an array's maxItems
 # expand into repeated grammar rules, and a 1,500-character solution beside an array of quoted
 # citations made it refuse the grammar ("number of rules ... repeated ... exceeds sane defaults").
 # So: strings ≤ 700 characters (as the rest of knowtree), arrays of objects unbounded in the schema
 # and cut to MAX_CITATIONS here.
-MIN_QUOTE_WORDS = 4  # "Bixby" is found in half the manual: a citation must quote a real statement  # share of the quote's words found in one stretch of the chunk
+MIN_QUOTE_WORDS = 4  # "Bixby" is found in half the manual: a citation must quote a real statement
 
 
 def solution_model(chunks: int) -> type[BaseModel]:

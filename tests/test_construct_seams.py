@@ -168,6 +168,9 @@ class MemoryRows:
     def load_chunks(self) -> list[KBChunk]:
         return list(self.chunks.values())
 
+    def load_clusters(self) -> list[KBCluster]:
+        return list(self.clusters.values())
+
 
 def test_kb_builder_reads_and_writes_through_kbrows(tmp_path: Path) -> None:
     rows = MemoryRows()

@@ -534,3 +534,45 @@ def test_lone_raw_issues_cost_no_subtree_call(tmp_path: Path) -> None:
         rows = kt.kb("hp").export()
         assert {r["title"] for r in rows} == {t for _, t in ISSUES}
         assert next(r for r in rows if r["members"] == ["h3"])["metadata"]["platform"] == "iphone"
+
+
+def test_small_clusters_take_the_theme_of_the_most_similar_themed_cluster(tmp_path: Path) -> None:
+    """The model themes clusters of at least `theme_min` raw issues; a lone issue inherits the theme of
+    the cluster it is most similar to, with no assignment call (themes organise `kb show` only)."""
+    keyword = KeywordModel()
+    names = ["Pairing", "Battery", "Noise"]
+
+    def reply(request: Request) -> Any:
+        prompt = request.messages[-1].content
+        if request.schema_name == "kb_themes":
+            return {"themes": names}
+        if request.schema_name == "kb_theme_assign":
+            issues = [line for line in prompt.splitlines() if line.startswith("issue_")]
+            pick = {"pair": 1, "battery": 2, "hiss": 3}
+            return {
+                line.split(":")[0]: next((n for w, n in pick.items() if w in line.lower()), 1) for line in issues
+            }
+        return keyword.reply(request)
+
+    model = FunctionModel(reply, id="themes")
+    lone = ("b3", "battery drains overnight on the headphones")
+    kt, report = build(tmp_path, model=model, threshold=0.15, join_threshold=0.95)
+    with kt:
+        kb = kt.kb("hp")
+        (tmp_path / "lone.jsonl").write_text(json.dumps({"id": lone[0], "text": lone[1]}) + "\n")
+        added = kb.add(issues=str(tmp_path / "lone.jsonl"))
+        shown: dict[str, set[str]] = {}
+        for row in kb.export():
+            if row["kind"] == "parent":
+                shown.setdefault(row["theme"], set()).update(row["members"])
+    assert report.clusters == 3 and added.joined == 0 and added.clusters == 1
+    assigned = [
+        line
+        for r in model.requests
+        if r.schema_name == "kb_theme_assign"
+        for line in r.messages[-1].content.splitlines()
+        if line.startswith("issue_")
+    ]
+    assert len(assigned) == 3  # the three clusters of the build; the lone added issue was not asked
+    assert "b3" in shown["Battery"] and {"h1", "h2", "h3"} <= shown["Pairing"]
+    assert {"n1", "n2"} <= shown["Noise"]

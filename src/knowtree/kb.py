@@ -77,6 +77,9 @@ class StoredRows:
     def load_chunks(self) -> list[kbstore.KBChunk]:
         return kbstore.load_chunks(self.store, self.name)
 
+    def load_clusters(self) -> list[kbstore.KBCluster]:
+        return kbstore.load_clusters(self.store, self.name)
+
 
 def _issues(value: str | Path | Sequence[RawIssue]) -> list[RawIssue]:
     return load_raw_issues(value) if isinstance(value, str | Path) else list(value)

@@ -46,6 +46,10 @@ class KBOptions:
     # chunks) cost 10 min on MedQuAD's 23k chunks and did not make purer clusters: off by default.
     weights: tuple[float, float, float] = (0.3, 0.7, 0.0)
     min_expand: int = 2  # clusters smaller than this keep their own text as the issue (no model call)
+    # clusters smaller than this take the theme of the most similar cluster the model themed (no
+    # call); 1: the model themes every cluster. Themes organise `kb show`; retrieval does not use
+    # them. Measured on the 960 medical issues (benchmarks/RESULTS.md, AutoKB build cost).
+    theme_min: int = 2
     grounding_k: int = 3
     max_cluster: int = 60
     max_themes: int = 10
@@ -89,6 +93,8 @@ class KBRows(Protocol):
     def load_issues(self) -> list[KBIssue]: ...
 
     def load_chunks(self) -> list[KBChunk]: ...
+
+    def load_clusters(self) -> list[KBCluster]: ...
 
 
 @dataclass
@@ -197,9 +203,19 @@ def centroid(dense: np.ndarray, group: Sequence[int]) -> bytes:
 
 
 def theme_clusters(
-    ctx: KBContext, seeds: Sequence[subtrees.Seed], existing: Sequence[KBTheme] = ()
+    ctx: KBContext,
+    seeds: Sequence[subtrees.Seed],
+    groups: Sequence[Sequence[int]],
+    sim: np.ndarray,
+    existing: Sequence[KBTheme] = (),
+    themed: Sequence[tuple[Sequence[int], str]] = (),
 ) -> tuple[list[KBTheme], list[str]]:
-    """Themes (proposed unless `existing`) and the theme id of every seed."""
+    """Themes (proposed unless `existing`) and the theme id of every seed.
+
+    The model assigns the clusters of at least `theme_min` raw issues; a smaller one takes the theme
+    of the most similar themed cluster (average similarity over `sim`, the clustering's own measure),
+    among those and `themed` ((raw indices, theme id) of clusters stored before, for `kb add`). When
+    nothing qualifies, the model assigns every cluster. `groups[i]` are seed i's rows of `sim`."""
     reps = [s.texts[0] for s in seeds]
     if existing:
         found = list(existing)
@@ -210,14 +226,27 @@ def theme_clusters(
         return found, []
     if len(found) == 1:
         return found, [found[0].id] * len(seeds)
+    asked = [i for i, s in enumerate(seeds) if len(s.raw_ids) >= ctx.options.theme_min]
+    if not asked and not themed:
+        asked = list(range(len(seeds)))
     picks = themes.assign_themes(
         ctx.client,
         ctx.config.domain,
         [t.name for t in found],
-        reps,
+        [reps[i] for i in asked],
         progress=lambda d, t: ctx.step("themes", d, t),
     )
-    return found, [found[p].id for p in picks]
+    theme_of = {i: found[p].id for i, p in zip(asked, picks, strict=True)}
+    rest = [i for i in range(len(seeds)) if i not in theme_of]
+    pool = [(list(groups[i]), theme_of[i]) for i in asked] + [(list(g), t) for g, t in themed]
+    if rest:
+        import numpy as np
+
+        # column j: every row's average similarity to pool cluster j; a seed scores its rows' mean
+        to_pool = np.stack([sim[:, rows].mean(axis=1) for rows, _ in pool], axis=1)
+        for i in rest:
+            theme_of[i] = pool[int(to_pool[list(groups[i])].mean(axis=0).argmax())][1]
+    return found, [theme_of[i] for i in range(len(seeds))]
 
 
 def expand(ctx: KBContext, seeds: Sequence[subtrees.Seed]) -> tuple[list[KBIssue], dict[str, str]]:
@@ -288,7 +317,7 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
     groups = cluster.agglomerate(sim, ctx.options.threshold, max_size=ctx.options.max_cluster)
     seeds = make_seeds(ctx.name, raw, sim, groups)
     ctx.step("cluster", len(raw), len(raw))
-    found_themes, theme_ids = theme_clusters(ctx, seeds)
+    found_themes, theme_ids = theme_clusters(ctx, seeds, groups, sim)
     issues, links = expand(ctx, seeds)
     clusters = make_clusters(seeds, theme_ids, groups, dense)
     cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
@@ -377,7 +406,9 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
         ]
         seeds = make_seeds(ctx.name, all_raw, sim, groups)
         existing = ctx.rows.load_themes()
-        _, theme_ids = theme_clusters(ctx, seeds, existing)
+        stored = {c.id: c.theme_id for c in ctx.rows.load_clusters()}
+        themed = [(rows_of, stored[c]) for c, rows_of in by_cluster.items() if stored.get(c)]
+        _, theme_ids = theme_clusters(ctx, seeds, groups, sim, existing, themed)
         new_issues, links = expand(ctx, seeds)
         new_clusters = make_clusters(seeds, theme_ids, groups, dense)
         for s in seeds:

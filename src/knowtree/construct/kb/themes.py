@@ -3,7 +3,9 @@
 The seed classifies every raw issue with one call each; here raw issues are clustered first, so the
 model sees one representative per cluster: one call proposes the themes from (up to
 `MAX_SHOWN`) representatives, then clusters are assigned in batches, each batch one call whose reply
-has an integer field per cluster constrained (enum) to the theme numbers.
+has an integer field per cluster constrained (enum) to the theme numbers. The builder asks only for
+clusters of ≥ `theme_min` raw issues; a lone issue takes its most similar cluster's theme
+(`builder.theme_clusters`).
 """
 
 from __future__ import annotations

@@ -522,6 +522,13 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
         ],
     )
     assert out.exit_code == 1 and "bad.toml" in out.output
+    good = ["--issues", files["issues"], "--docs", files["docs"], "--attributes", files["attributes"]]
+    out = runner.invoke(
+        app, ["kb", "build", "hp3", *good, "--rules", files["rules"], "--themes", "vote", *base]
+    )
+    assert out.exit_code == 1 and "similarity or model" in out.output
+    out = runner.invoke(app, ["kb", "show", "hp3", "--db", db])
+    assert out.exit_code != 0  # nothing was stored for the refused build
 
 
 def test_lone_raw_issues_cost_no_subtree_call(tmp_path: Path) -> None:
@@ -537,8 +544,8 @@ def test_lone_raw_issues_cost_no_subtree_call(tmp_path: Path) -> None:
 
 
 def test_small_clusters_take_the_theme_of_the_most_similar_themed_cluster(tmp_path: Path) -> None:
-    """The model themes clusters of at least `theme_min` raw issues; a lone issue inherits the theme of
-    the cluster it is most similar to, with no assignment call (themes organise `kb show` only)."""
+    """`theme_assign="model"`: the model themes clusters of at least `theme_min` raw issues; a lone
+    issue inherits the theme of the cluster it is most similar to, with no assignment call."""
     keyword = KeywordModel()
     names = ["Pairing", "Battery", "Noise"]
 
@@ -556,7 +563,7 @@ def test_small_clusters_take_the_theme_of_the_most_similar_themed_cluster(tmp_pa
 
     model = FunctionModel(reply, id="themes")
     lone = ("b3", "battery drains overnight on the headphones")
-    kt, report = build(tmp_path, model=model, threshold=0.15, join_threshold=0.95)
+    kt, report = build(tmp_path, model=model, threshold=0.15, join_threshold=0.95, theme_assign="model")
     with kt:
         kb = kt.kb("hp")
         (tmp_path / "lone.jsonl").write_text(json.dumps({"id": lone[0], "text": lone[1]}) + "\n")
@@ -576,3 +583,36 @@ def test_small_clusters_take_the_theme_of_the_most_similar_themed_cluster(tmp_pa
     assert len(assigned) == 3  # the three clusters of the build; the lone added issue was not asked
     assert "b3" in shown["Battery"] and {"h1", "h2", "h3"} <= shown["Pairing"]
     assert {"n1", "n2"} <= shown["Noise"]
+
+
+def test_clusters_take_the_nearest_theme_name_without_a_call(tmp_path: Path) -> None:
+    """The default `theme_assign="similarity"`: the model names the themes (one call), every cluster
+    takes the theme whose name is nearest to its members; no assignment call, on build or add."""
+    keyword = KeywordModel()
+    names = ["Bluetooth pairing with phones", "Battery drains fast", "Noise cancelling hiss"]
+
+    def reply(request: Request) -> Any:
+        if request.schema_name == "kb_themes":
+            return {"themes": names}
+        return keyword.reply(request)
+
+    model = FunctionModel(reply, id="themes-nearest")
+    kt, report = build(tmp_path, model=model, threshold=0.15, join_threshold=0.95)
+    with kt:
+        kb = kt.kb("hp")
+        (tmp_path / "lone.jsonl").write_text(json.dumps({"id": "b3", "text": "battery drains overnight"}) + "\n")
+        kb.add(issues=str(tmp_path / "lone.jsonl"))
+        theme = {m: row["theme"] for row in kb.export() if row["kind"] == "parent" for m in row["members"]}
+    assert not [r for r in model.requests if r.schema_name == "kb_theme_assign"]
+    assert report.themes == 4  # the three names and the miscellaneous theme
+    assert {theme[m] for m in ("h1", "h2", "h3")} == {names[0]}
+    assert theme["b1"] == theme["b3"] == names[1] and theme["n1"] == names[2]
+
+
+def test_nearest_theme_compares_centred_vectors() -> None:
+    from knowtree.construct.kb import themes
+
+    # every name and cluster shares the last dimension (the domain's words): centring removes it
+    names = [[1.0, 0.0, 5.0], [0.0, 1.0, 5.0], [0.3, 0.3, 5.0]]
+    clusters = [[0.9, 0.1, 4.0], [0.1, 0.9, 6.0], [0.8, 0.0, 5.0], [0.0, 0.7, 5.0]]
+    assert themes.nearest(names, clusters) == [0, 1, 0, 1]

@@ -154,6 +154,10 @@ class KB:
         config = load_attributes(attributes) if isinstance(attributes, str | Path) else attributes
         rule_list = load_rules(rules) if isinstance(rules, str | Path) else list(rules)
         opts = KBOptions.from_dict({**options, "solutions": solutions})
+        if opts.context not in ("path", "model"):
+            raise UserError(f"context must be path or model, not {opts.context!r}")
+        if opts.theme_assign not in ("similarity", "model"):
+            raise UserError(f"theme assignment must be similarity or model, not {opts.theme_assign!r}")
         settings = {**opts.to_dict(), "embedder": self._embedder}
         self.kt.model  # noqa: B018 - a bad model string fails before anything is stored
         kbstore.create_kb(

@@ -47,8 +47,15 @@ def build(
         str, typer.Option("--context", help="chunk context: path (no model) | model (one call a chunk)")
     ] = "path",
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="cluster similarity threshold [default: 0.45]")
+        float | None, typer.Option("--threshold", help="cluster similarity threshold [default: 0.6]")
     ] = None,
+    themes: Annotated[
+        str,
+        typer.Option(
+            "--themes",
+            help="how clusters get a theme: similarity (nearest theme name, no call) | model (1 call per 20 clusters)",
+        ),
+    ] = "similarity",
     replace: Annotated[bool, typer.Option("--replace", help="rebuild a KB that already exists")] = False,
     db: DbOpt = None,
     model: ModelOpt = None,
@@ -62,7 +69,7 @@ def build(
     from knowtree.cli.progress import BuildProgress
 
     def go() -> None:
-        options: dict[str, Any] = {"context": context}
+        options: dict[str, Any] = {"context": context, "theme_assign": themes}
         if threshold is not None:
             options["threshold"] = threshold
         kt = open_kt(db=db, model=model, base_url=base_url, threads=threads)

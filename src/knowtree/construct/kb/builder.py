@@ -46,9 +46,13 @@ class KBOptions:
     # chunks) cost 10 min on MedQuAD's 23k chunks and did not make purer clusters: off by default.
     weights: tuple[float, float, float] = (0.3, 0.7, 0.0)
     min_expand: int = 2  # clusters smaller than this keep their own text as the issue (no model call)
-    # clusters smaller than this take the theme of the most similar cluster the model themed (no
-    # call); 1: the model themes every cluster. Themes organise `kb show`; retrieval does not use
-    # them. Measured on the 960 medical issues (benchmarks/RESULTS.md, AutoKB build cost).
+    # How clusters get their theme (themes organise `kb show`; retrieval does not use them):
+    # "similarity": the nearest theme name by the default embedder (no call); "model": the model
+    # assigns clusters of >= theme_min raw issues (1 call per 20), a smaller one takes the theme of
+    # its most similar themed cluster. Measured on the 960 medical issues (benchmarks/RESULTS.md,
+    # "AutoKB build cost"): the embedded 1.5B model numbered its answers by position (a disease's
+    # issues in its most common theme: 0.27, random 0.25), the similarity 0.59, and 30 fewer calls.
+    theme_assign: Literal["similarity", "model"] = "similarity"
     theme_min: int = 2
     grounding_k: int = 3
     max_cluster: int = 60
@@ -207,15 +211,18 @@ def theme_clusters(
     seeds: Sequence[subtrees.Seed],
     groups: Sequence[Sequence[int]],
     sim: np.ndarray,
+    dense: np.ndarray,
     existing: Sequence[KBTheme] = (),
     themed: Sequence[tuple[Sequence[int], str]] = (),
 ) -> tuple[list[KBTheme], list[str]]:
     """Themes (proposed unless `existing`) and the theme id of every seed.
 
-    The model assigns the clusters of at least `theme_min` raw issues; a smaller one takes the theme
-    of the most similar themed cluster (average similarity over `sim`, the clustering's own measure),
-    among those and `themed` ((raw indices, theme id) of clusters stored before, for `kb add`). When
-    nothing qualifies, the model assigns every cluster. `groups[i]` are seed i's rows of `sim`."""
+    `groups[i]` are seed i's rows of `sim` (the clustering's similarity) and `dense` (its centred
+    embeddings). With `theme_assign = "similarity"` each cluster takes the theme whose name is
+    nearest to its members' mean embedding (`themes.nearest`). With "model" the model assigns the
+    clusters of at least `theme_min` raw issues, and a smaller one takes the theme of the most
+    similar themed cluster (average similarity), among those and `themed` ((raw indices, theme id)
+    of clusters stored before, for `kb add`); when nothing qualifies the model assigns every one."""
     reps = [s.texts[0] for s in seeds]
     if existing:
         found = list(existing)
@@ -226,6 +233,11 @@ def theme_clusters(
         return found, []
     if len(found) == 1:
         return found, [found[0].id] * len(seeds)
+    if ctx.options.theme_assign == "similarity":
+        names_dense = ctx.indexes.embedder.embed([t.name for t in found])
+        clusters_dense = [dense[list(g)].mean(axis=0) for g in groups]
+        picks = themes.nearest(names_dense, clusters_dense)
+        return found, [found[p].id for p in picks]
     asked = [i for i, s in enumerate(seeds) if len(s.raw_ids) >= ctx.options.theme_min]
     if not asked and not themed:
         asked = list(range(len(seeds)))
@@ -317,7 +329,7 @@ def build(ctx: KBContext, raw: Sequence[RawIssue], sections: Sequence[DocSection
     groups = cluster.agglomerate(sim, ctx.options.threshold, max_size=ctx.options.max_cluster)
     seeds = make_seeds(ctx.name, raw, sim, groups)
     ctx.step("cluster", len(raw), len(raw))
-    found_themes, theme_ids = theme_clusters(ctx, seeds, groups, sim)
+    found_themes, theme_ids = theme_clusters(ctx, seeds, groups, sim, dense)
     issues, links = expand(ctx, seeds)
     clusters = make_clusters(seeds, theme_ids, groups, dense)
     cluster_of = {rid: s.cluster_id for s in seeds for rid in s.raw_ids}
@@ -408,7 +420,7 @@ def add_issues(ctx: KBContext, new: Sequence[RawIssue]) -> KBReport:
         existing = ctx.rows.load_themes()
         stored = {c.id: c.theme_id for c in ctx.rows.load_clusters()}
         themed = [(rows_of, stored[c]) for c, rows_of in by_cluster.items() if stored.get(c)]
-        _, theme_ids = theme_clusters(ctx, seeds, groups, sim, existing, themed)
+        _, theme_ids = theme_clusters(ctx, seeds, groups, sim, dense, existing, themed)
         new_issues, links = expand(ctx, seeds)
         new_clusters = make_clusters(seeds, theme_ids, groups, dense)
         for s in seeds:

@@ -6,6 +6,10 @@ model sees one representative per cluster: one call proposes the themes from (up
 has an integer field per cluster constrained (enum) to the theme numbers. The builder asks only for
 clusters of ≥ `theme_min` raw issues; a lone issue takes its most similar cluster's theme
 (`builder.theme_clusters`).
+
+That assignment is the builder's "model" option. By default (`nearest`) clusters are assigned with no
+call, to the theme whose name is nearest to them: the embedded 1.5B model answered by position
+(issue_1 → 2, issue_2 → 3, ...), as good as random on the medical issues (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -53,6 +57,24 @@ def propose_themes(
         if name and name.lower() not in {n.lower() for n in names} and not name.lower().startswith("misc"):
             names.append(name)
     return [*names[: max_themes - 1], MISC]
+
+
+def nearest(names_dense: Any, clusters_dense: Sequence[Any]) -> list[int]:
+    """The theme index of every cluster without a model: the theme whose name's embedding is nearest
+    (cosine) to the cluster's mean embedding. Both sides are mean-centred, since every name shares
+    the domain's words and every issue the domain's vocabulary: the names here, the clusters by the
+    caller (the builder's issue embeddings are centred over all raw issues, so a `kb add` of one
+    new cluster is placed in the same space). The miscellaneous theme competes by its name."""
+    import numpy as np
+
+    def unit(m: np.ndarray) -> np.ndarray:
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
+
+    t = np.asarray(names_dense, dtype=np.float32)
+    c = np.stack([np.asarray(v, dtype=np.float32) for v in clusters_dense])
+    if len(t) > 1:
+        t = t - t.mean(axis=0)
+    return [int(b) for b in (unit(c) @ unit(t).T).argmax(axis=1)]
 
 
 def assignment_model(count: int, themes: int) -> type[BaseModel]:

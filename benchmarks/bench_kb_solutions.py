@@ -75,6 +75,12 @@ def precaution_hits(precautions: list[str], text: str) -> list[bool]:
     return out
 
 
+def kept_violations(report: list[dict[str, Any]]) -> list[str]:
+    """`rule: check` of every violation of the attempt kept (`compliance.solve`'s report)."""
+    kept = next((a for a in reversed(report or []) if a.get("kept", True)), None)
+    return [f"{v['rule']}: {v['check']}" for v in (kept or {}).get("violations", [])]
+
+
 def score(
     domain: str,
     gold: str,
@@ -82,6 +88,7 @@ def score(
     status: str,
     chunks: dict[str, Any],
     refs: dict[str, Any],
+    report: list[dict[str, Any]],
 ) -> dict[str, Any]:
     if not solution:
         return {"status": status or "none"}
@@ -89,6 +96,8 @@ def score(
     cited = solution.get("citations", [])
     row: dict[str, Any] = {
         "status": status,
+        "violations": kept_violations(report),
+        "attempts": len(report or []),
         "compliant": status in ("ok", "ungrounded"),
         "grounded": bool(cited),
         "quotes_written": len(cited) + len(solution.get("unverified", [])),
@@ -206,7 +215,8 @@ def main() -> None:
             started = time.monotonic()
             if arm == "KB":
                 answer = kb.ask(text, k=5, metadata=args.metadata, solve=True)
-                row = score(args.domain, gold, answer.solution, answer.status, kb_chunks, {gold: ref})
+                report = answer.issue.compliance if answer.issue else []
+                row = score(args.domain, gold, answer.solution, answer.status, kb_chunks, {gold: ref}, report)
                 row["issue"] = answer.issue.title if answer.issue else None
                 row["issue_hit"] = bool(answer.issue) and majority.get(answer.issue.id) == gold
             else:
@@ -215,8 +225,8 @@ def main() -> None:
                 )
                 shown = [] if arm == "own knowledge" else [raw_by_id[p] for p, _ in lex.search(text, 5)]
                 with kt.run("kb-compare", f"compare:{args.domain}:{arm}", text) as run:
-                    solution, status, _ = compliance.solve(run.client, args.domain, issue, shown, rules)
-                row = score(args.domain, gold, solution, status, raw_by_id, {gold: ref})
+                    solution, status, report = compliance.solve(run.client, args.domain, issue, shown, rules)
+                row = score(args.domain, gold, solution, status, raw_by_id, {gold: ref}, report)
             seconds[arm].append(time.monotonic() - started)
             row.update(query=text, label=gold, seconds=round(seconds[arm][-1], 1))
             rows[arm].append(row)

@@ -139,6 +139,7 @@ def summary(rows: list[dict[str, Any]], seconds: list[float], cost: dict[str, An
     n = max(1, len(made))
     out: dict[str, Any] = {
         "solutions": len(made),
+        "malformed": sum(r.get("status") == "malformed" for r in rows),
         "compliant": round(sum(r["compliant"] for r in made) / n, 3),
         "grounded": round(sum(r["grounded"] for r in made) / n, 3),
         "quotes_verified": f"{sum(r['quotes_verified'] for r in made)}/{sum(r['quotes_written'] for r in made)}",
@@ -178,6 +179,7 @@ def main() -> None:
     import knowtree
     from knowtree.construct.kb import compliance
     from knowtree.construct.kb.chunks import chunk_sections
+    from knowtree.errors import ModelOutputError
     from knowtree.ingest.kb_inputs import load_kb_docs, load_rules
     from knowtree.records import KBIssue
     from knowtree.retrieve import LexicalIndex, Passage
@@ -209,24 +211,49 @@ def main() -> None:
 
     rows: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
     seconds: dict[str, list[float]] = {a: [] for a in arms}
+    target = (
+        Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"kb_solutions_{args.domain}.json"
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def one(arm: str, text: str, gold: str, ref: Any) -> dict[str, Any]:
+        if arm == "KB":
+            answer = kb.ask(text, k=5, metadata=args.metadata, solve=True)
+            report = answer.issue.compliance if answer.issue else []
+            row = score(args.domain, gold, answer.solution, answer.status, kb_chunks, {gold: ref}, report)
+            row["issue"] = answer.issue.title if answer.issue else None
+            row["issue_hit"] = bool(answer.issue) and majority.get(answer.issue.id) == gold
+            return row
+        issue = KBIssue(id="query", kind="parent", parent=None, cluster_id="", title=text, metadata={})
+        shown = [] if arm == "own knowledge" else [raw_by_id[p] for p, _ in lex.search(text, 5)]
+        with kt.run("kb-compare", f"compare:{args.domain}:{arm}", text) as run:
+            solution, status, report = compliance.solve(run.client, args.domain, issue, shown, rules)
+        return score(args.domain, gold, solution, status, raw_by_id, {gold: ref}, report)
+
+    def results() -> dict[str, Any]:
+        costs = {
+            "own knowledge": usage(kt, f"compare:{args.domain}:own knowledge", "kb-compare"),
+            "raw-chunk RAG": usage(kt, f"compare:{args.domain}:raw-chunk RAG", "kb-compare"),
+            "KB": usage(kt, f"kb:{args.domain}", "kb-ask"),  # every ask of this KB: its lazy solutions
+        }
+        return {
+            "domain": args.domain,
+            "model": kt.model.id,
+            "queries": len(queries),
+            "per_label": args.per_label,
+            "metadata": args.metadata,
+            "summary": {a: summary(rows[a], seconds[a], costs[a]) for a in arms},
+            "rows": rows,
+        }
+
     for qi, (text, gold) in enumerate(queries, start=1):
         ref = refs.get(gold) if args.domain == "medical" else refs.get(text)
         for arm in arms:
             started = time.monotonic()
-            if arm == "KB":
-                answer = kb.ask(text, k=5, metadata=args.metadata, solve=True)
-                report = answer.issue.compliance if answer.issue else []
-                row = score(args.domain, gold, answer.solution, answer.status, kb_chunks, {gold: ref}, report)
-                row["issue"] = answer.issue.title if answer.issue else None
-                row["issue_hit"] = bool(answer.issue) and majority.get(answer.issue.id) == gold
-            else:
-                issue = KBIssue(
-                    id="query", kind="parent", parent=None, cluster_id="", title=text, metadata={}
-                )
-                shown = [] if arm == "own knowledge" else [raw_by_id[p] for p, _ in lex.search(text, 5)]
-                with kt.run("kb-compare", f"compare:{args.domain}:{arm}", text) as run:
-                    solution, status, report = compliance.solve(run.client, args.domain, issue, shown, rules)
-                row = score(args.domain, gold, solution, status, raw_by_id, {gold: ref}, report)
+            try:
+                row = one(arm, text, gold, ref)
+            except ModelOutputError as exc:  # recorded, not dropped: the arm failed on this query
+                row = {"status": "malformed", "error": str(exc)[:300]}
             seconds[arm].append(time.monotonic() - started)
             row.update(query=text, label=gold, seconds=round(seconds[arm][-1], 1))
             rows[arm].append(row)
@@ -235,26 +262,10 @@ def main() -> None:
                 f"precautions={row.get('precautions')} {row['seconds']} s",
                 file=sys.stderr,
             )
-    costs = {
-        "own knowledge": usage(kt, f"compare:{args.domain}:own knowledge", "kb-compare"),
-        "raw-chunk RAG": usage(kt, f"compare:{args.domain}:raw-chunk RAG", "kb-compare"),
-        "KB": usage(kt, f"kb:{args.domain}", "kb-ask"),  # every ask of this KB: its lazy solutions
-    }
-    out = {
-        "domain": args.domain,
-        "model": kt.model.id,
-        "queries": len(queries),
-        "per_label": args.per_label,
-        "metadata": args.metadata,
-        "summary": {a: summary(rows[a], seconds[a], costs[a]) for a in arms},
-        "rows": rows,
-    }
+        target.write_text(json.dumps(results(), indent=2) + "\n")  # after every query: a crash keeps them
+    out = results()
     kt.close()
     print(json.dumps(out["summary"], indent=2))
-    target = (
-        Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"kb_solutions_{args.domain}.json"
-    )
-    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(out, indent=2) + "\n")
 
 

@@ -616,3 +616,20 @@ def test_nearest_theme_compares_centred_vectors() -> None:
     names = [[1.0, 0.0, 5.0], [0.0, 1.0, 5.0], [0.3, 0.3, 5.0]]
     clusters = [[0.9, 0.1, 4.0], [0.1, 0.9, 6.0], [0.8, 0.0, 5.0], [0.0, 0.7, 5.0]]
     assert themes.nearest(names, clusters) == [0, 1, 0, 1]
+
+
+def test_an_overlong_solution_is_cut_at_a_sentence_end_not_refused() -> None:
+    """The embedded engine does not enforce the schema's maxLength: a long solution is kept, cut at
+    a sentence end within `SOLUTION_KEEP` characters, and the cut recorded (it used to fail
+    validation three times and crash `kb ask`)."""
+    from knowtree.construct.kb import solutions
+    from knowtree.llm.client import LLMClient
+
+    long = "Charge the headphones for two hours before use. " * 60  # ~2,900 characters
+    model = FunctionModel(lambda request: {"solution": long, "citations": []}, id="long")
+    issue = KBIssue(id="i", kind="parent", parent=None, cluster_id="c", title="battery", metadata={})
+    out = solutions.generate(LLMClient(model), "headphones", issue, [], [])
+    assert len(out["text"]) <= solutions.SOLUTION_KEEP and out["text"].endswith("before use.")
+    assert out["cut_from"] == len(long.strip()) and len(model.requests) == 1
+    short = solutions.generate(LLMClient(FunctionModel(lambda r: {"solution": "Charge it fully."})), "d", issue, [], [])
+    assert short["text"] == "Charge it fully." and "cut_from" not in short

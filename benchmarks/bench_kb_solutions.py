@@ -23,7 +23,9 @@ section". KB rows also say whether the issue retrieved carries the query's label
         --model local --per-label 1
 
 Queries: the first `--per-label` queries of each label in file order (medical: one per dev disease),
-then `--limit`. Results go to benchmarks/results/kb_solutions_<domain>.json (`--out`).
+then `--limit`. Results go to `--out` (default: kb_solutions_<domain>.json in the temporary
+directory, since the rows quote the queries, which must not be copied into the repository;
+`benchmarks/results/kb_solutions_medical_local.json` keeps the summary only).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import collections
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -211,9 +214,8 @@ def main() -> None:
 
     rows: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
     seconds: dict[str, list[float]] = {a: [] for a in arms}
-    target = (
-        Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"kb_solutions_{args.domain}.json"
-    )
+    # the rows quote the queries (dataset text): never write them into the repository by default
+    target = Path(args.out) if args.out else Path(tempfile.gettempdir()) / f"kb_solutions_{args.domain}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
 
     def one(arm: str, text: str, gold: str, ref: Any) -> dict[str, Any]:

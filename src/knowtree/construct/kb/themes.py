@@ -3,12 +3,12 @@
 The seed classifies every raw issue with one call each; here raw issues are clustered first, so the
 model sees one representative per cluster: one call proposes the themes from (up to
 `MAX_SHOWN`) representatives, then clusters are assigned in batches, each batch one call whose reply
-has an integer field per cluster constrained (enum) to the theme numbers. The builder asks only for
-clusters of ≥ `theme_min` raw issues; a lone issue takes its most similar cluster's theme
+has an integer field per cluster constrained (enum) to the theme numbers. The builder then asks only
+for clusters of ≥ `theme_min` raw issues; a lone issue takes its most similar cluster's theme
 (`builder.theme_clusters`).
 
-That assignment is the builder's "model" option. By default (`nearest`) clusters are assigned with no
-call, to the theme whose name is nearest to them: the embedded 1.5B model answered by position
+That assignment is the builder's `theme_assign = "model"`. By default ("similarity", `nearest`)
+clusters are assigned with no call, to the theme whose name is nearest to them: the embedded 1.5B model answered by position
 (issue_1 → 2, issue_2 → 3, ...), as good as random on the medical issues (benchmarks/RESULTS.md).
 """
 
@@ -67,14 +67,13 @@ def nearest(names_dense: Any, clusters_dense: Sequence[Any]) -> list[int]:
     new cluster is placed in the same space). The miscellaneous theme competes by its name."""
     import numpy as np
 
-    def unit(m: np.ndarray) -> np.ndarray:
-        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
+    from knowtree.retrieve.embed import normalize
 
     t = np.asarray(names_dense, dtype=np.float32)
     c = np.stack([np.asarray(v, dtype=np.float32) for v in clusters_dense])
     if len(t) > 1:
         t = t - t.mean(axis=0)
-    return [int(b) for b in (unit(c) @ unit(t).T).argmax(axis=1)]
+    return [int(b) for b in (normalize(c) @ normalize(t).T).argmax(axis=1)]
 
 
 def assignment_model(count: int, themes: int) -> type[BaseModel]:

@@ -28,6 +28,9 @@ _FACTORIES: dict[str, MethodFactory] = {
     "embedding": lambda p: EmbeddingMethod(k=p.k, budget=p.budget, answer=p.answer),
     "hybrid": lambda p: HybridMethod(k=p.k, budget=p.budget, answer=p.answer),
     "tree": lambda p: _tree_method(p),
+    "tree-summarized": lambda p: _tree_method(p, summarize=True),
+    "retrieve": lambda p: _tree_method(p, answer=True),
+    "retrieve-summarized": lambda p: _tree_method(p, summarize=True, answer=True),
     "nav": lambda p: _nav_method(p),
     "nav-judge": lambda p: _nav_method(p, judge_only=True),
 }
@@ -39,10 +42,15 @@ def _nav_method(p: MethodParams, *, judge_only: bool = False) -> Method:
     return nav_method(p, judge_only=judge_only)
 
 
-def _tree_method(p: MethodParams) -> Method:
+def _tree_method(p: MethodParams, *, summarize: bool = False, answer: bool = False) -> Method:
+    """`tree` (LLM-free), on the model-summarized tree (`-summarized`: the model writes the inner nodes'
+    metadata once per corpus), and `retrieve`: the same ranking answered in one call."""
     from knowtree_eval.treemethod import TreeMethod
 
-    return TreeMethod(k=p.k, budget=p.budget)
+    name = ("retrieve" if answer else "tree") + ("-summarized" if summarize else "")
+    if (summarize or answer) and not p.answer:
+        raise UserError(f"method {name} needs a model: add --model (e.g. --model local)")
+    return TreeMethod(k=p.k, budget=p.budget, name=name, summarize=summarize, answer=answer)
 
 
 # reserved names, with what they will be: asking for one now says it is not implemented yet

@@ -29,27 +29,27 @@ class NavMethod(TreeMethod):
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         from knowtree.answer.nav import navigate
         from knowtree.retrieve.treesearch import pack_evidence
-        from knowtree_eval.runtime import answer_from_text
 
         started = time.perf_counter()
         built = self.built(ctx)
-        ranking = self.rank(built, case.question)
+        asked = case.prompt()  # with a multiple-choice question's options, as the reader sees it
+        ranking = self.rank(built, asked)
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
             nav = navigate(
                 built.index,
                 ranking,
-                case.question,
+                asked,
                 client,
                 built.shape,
                 self.options,
                 budget_tokens=self.budget,
             )
-            evidence = pack_evidence(built.index, nav.ranking, self.budget, shape=built.shape)
             if self.answer:
-                text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
-                record.prediction = answer_from_text(client, case.prompt(), text)
+                record.prediction, read = self.answer_from(built, nav.ranking, case, client)
+            else:
+                read = sum(ev.tokens for ev in pack_evidence(built.index, nav.ranking, self.budget, shape=built.shape))
             account(record, client, run_id)
         ranked = [built.piece_passage[p] for p in nav.ranking.pieces]
         lengths = [built.piece_tokens[p] for p in nav.ranking.pieces]
@@ -60,7 +60,7 @@ class NavMethod(TreeMethod):
         if self.answer:
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)
-        record.tokens_read = sum(ev.tokens for ev in evidence) + nav.shown_chars // 4
+        record.tokens_read = read + nav.shown_chars // 4
         record.status = "fallback" if nav.fallbacks else "judged"
         record.wall_s = time.perf_counter() - started
         return record

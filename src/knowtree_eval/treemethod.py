@@ -26,7 +26,7 @@ from knowtree.retrieve.treescore import ScoreParams
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.scoring import base_record, retrieval_metrics
+from knowtree_eval.scoring import account, answer_metrics, base_record, retrieval_metrics
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
@@ -197,6 +197,10 @@ class TreeMethod:
     params: ScoreParams | None = None  # None: the measured defaults for the tree's kind
     use_dense: bool = True
     name: str = "tree"
+    #: the run's model writes the inner nodes' metadata before indexing (`construct.enrich`: one summary
+    #: per run of leaves, synthesized above), so `tree` is measured on a summarized tree too
+    summarize: bool = False
+    answer: bool = False  # one answer call over the packed evidence (`knowtree ask --mode retrieve`)
     _built: dict[str, Built] = field(default_factory=dict, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
 
@@ -216,6 +220,8 @@ class TreeMethod:
         from knowtree.store import SQLiteStore
 
         tree = corpus_tree(ctx.corpus)
+        if self.summarize:
+            tree = self._summarized(tree, ctx)
         store = SQLiteStore(":memory:")
         name = re.sub(r"\W", "_", ctx.corpus.id)[:60] or "corpus"
         store.save_tree(
@@ -247,6 +253,27 @@ class TreeMethod:
         self._built = {ctx.corpus.id: built}
         return built
 
+    def _summarized(self, tree: CorpusTree, ctx: CorpusContext) -> CorpusTree:
+        """`tree` with model-written metadata on its inner nodes (charged to the method's setup)."""
+        from knowtree.construct.enrich import enrich_tree
+        from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
+
+        runtime = ctx.need_runtime()
+        with runtime.question("eval-build", f"{self.name}:{ctx.corpus.id}", "summaries") as (client, _):
+            done = enrich_tree(tree.nodes, tree.root_id, client, DEFAULT_TAXONOMY)
+            ctx.charge_setup(self.name, done.usage)
+        nodes = [n.model_copy(update={"meta": done.metas[n.id]}) if n.id in done.metas else n for n in tree.nodes]
+        return CorpusTree(nodes, tree.root_id, tree.passage_of, tree.kind)
+
+    def answer_from(self, built: Built, ranking: Ranking, case: Case, client: Any) -> tuple[str, int]:
+        """The ranking packed into the budget and answered in one call: (prediction, tokens read)."""
+        from knowtree.retrieve.treesearch import pack_evidence
+        from knowtree_eval.runtime import answer_from_text
+
+        evidence = pack_evidence(built.index, ranking, self.budget, shape=built.shape)
+        text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
+        return answer_from_text(client, case.prompt(), text), sum(ev.tokens for ev in evidence)
+
     def rank(self, built: Built, question: str) -> Ranking:
         """The LLM-free tree ranking of `question` over a corpus's tree (what `nav` starts from)."""
         from knowtree.retrieve.treesearch import default_params, rank_tree
@@ -262,12 +289,22 @@ class TreeMethod:
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         started = time.perf_counter()
         built = self.built(ctx)
-        ranking = self.rank(built, case.question)
+        # the question as the reader sees it: a multiple-choice question's options are search terms too
+        ranking = self.rank(built, case.prompt())
         ranked = [built.piece_passage[p] for p in ranking.pieces]
         lengths = [built.piece_tokens[p] for p in ranking.pieces]
         record = base_record(case, self.name)
         record.retrieved = list(dict.fromkeys(ranked[: self.k]))
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget, lengths=lengths)
         record.tokens_read = sum(lengths[: self.k])
+        if self.answer:
+            with ctx.need_runtime().question("eval", f"{self.name}:{case.corpus}", case.question) as (
+                client,
+                run_id,
+            ):
+                record.prediction, record.tokens_read = self.answer_from(built, ranking, case, client)
+                account(record, client, run_id)
+            scores, record.choice = answer_metrics(case, record.prediction)
+            record.metrics.update(scores)
         record.wall_s = time.perf_counter() - started
         return record

@@ -110,15 +110,27 @@ def _section_tree() -> tuple[dict[str, Node], str]:
     return {"leaf1": leaf, "sec1": section, "root": root}, "root"
 
 
-def test_a_piece_is_indexed_with_its_breadcrumb_pages_and_ancestor_summary() -> None:
+def test_a_piece_is_indexed_with_its_breadcrumb_and_pages_its_ancestor_with_summary_and_text() -> None:
     nodes, root = _section_tree()
     entries = {e.id: e for e in tree_entries(nodes, root)}
     piece = entries["leaf1:0"]
     assert piece.leaf and piece.parent == "sec1"  # a one-piece leaf: the piece takes its place
     assert "3M 2018 10-K > Financial statements > Cash flows" in piece.context
-    assert "pages 4-5" in piece.context and "audited statements" in piece.context
+    assert "pages 4-5" in piece.context
+    # the section's summary is in the section's own entry (with the words below it), not in the piece
+    assert "audited statements" not in piece.context
+    section = entries["sec1"]
+    assert section.parent == "root" and not section.leaf
+    assert "The audited statements of 2018." in section.text and "Depreciation 1,488" in section.text
     assert piece.cite["page_start"] == 4 and piece.cite["line_start"] == 1
-    assert entries["sec1"].parent == "root" and not entries["sec1"].leaf
+
+
+def test_a_summarized_ancestor_without_a_title_adds_nothing_to_its_pieces() -> None:
+    nodes, root = _section_tree()
+    untitled = nodes["sec1"].model_copy(update={"meta": NodeMeta(summary="The audited statements of 2018.")})
+    entries = {e.id: e for e in tree_entries({**nodes, "sec1": untitled}, root)}
+    assert entries["leaf1:0"].context.splitlines()[0] == "3M 2018 10-K > Cash flows"
+    assert "audited" not in entries["leaf1:0"].context
 
 
 # -- the index in the store ---------------------------------------------------------------------------

@@ -4,14 +4,17 @@ A leaf read alone loses what its position says: which document, which section, w
 session and who spoke. Anthropic's Contextual Retrieval showed that prepending that context before
 indexing cuts retrieval failures by a third (dense) to a half (dense + BM25). knowtree's trees
 already hold the context, so it costs no model call: titles and breadcrumbs, page ranges, message
-times and speakers, and (when a tree was summarized) the ancestors' summaries.
+times and speakers, and (when a leaf was summarized) its own summary. Ancestors' summaries are not
+copied into the pieces: they are in the ancestors' own entries, whose scores reach the pieces below
+through the tree's priors (`treescore`).
 
 Leaves are long (a chunk is ~5,000 characters, a section up to 6,000) while a question's evidence is
 a sentence or a table row, so each leaf is cut into **pieces** of about `piece_chars` characters on
 line and sentence boundaries; a piece is the unit that is ranked and packed into a token budget, and
 its leaf becomes its parent (a piece borrows its leaf's and sections' scores in `treescore`).
 Inner nodes are entries of their own: title, breadcrumb, summary and the other metadata fields, and,
-for a small subtree without a summary (a zero-call tree), the text of its leaves.
+for a small subtree, the text of its leaves (summarized or not: the metadata alone of a run of
+turns ranked worse than its words; RESULTS.md, "Summarized vs zero-call tree").
 
 Every entry has a content hash over what is indexed, so an update re-indexes only entries whose
 text or context changed (`treeindex`).
@@ -30,9 +33,9 @@ from typing import Any
 from knowtree.types import Node, content_hash
 
 PIECE_CHARS = 400  # measured on FinanceBench pages (RESULTS.md "Tree as an index")
-ENTRY_FORMAT = "1"  # bump when `tree_entries` derives different entries from the same nodes (re-derives all)
-INNER_TEXT_CHARS = 20000  # an inner node without a summary is indexed with its leaves' text up to this
-SUMMARY_CHARS = 300  # an ancestor's summary prepended to a piece's context is cut to this
+ENTRY_FORMAT = "2"  # bump when `tree_entries` derives different entries from the same nodes (re-derives all)
+INNER_TEXT_CHARS = 20000  # an inner node is indexed with its metadata and its leaves' text up to this
+SUMMARY_CHARS = 300  # a leaf's own summary prepended to its pieces' context is cut to this
 
 # a sentence end: its punctuation and the spaces after it (a match ends where the next sentence
 # starts; matching the punctuation instead of looking behind for it is ~2.5x faster, same ends)
@@ -161,11 +164,6 @@ def _split_long(line: str, max_chars: int) -> list[str]:
     return [p for p in merged if p]
 
 
-def _label(node: Node) -> str:
-    m = node.meta
-    return m.title or (m.summary[:80] if m.summary else "")
-
-
 def _meta_text(node: Node) -> str:
     m = node.meta
     fields = [m.summary, *m.decisions, *m.critical_actions, *m.noteworthy_events]
@@ -190,7 +188,7 @@ def _where(node: Node) -> str:
 
 #: reuse(node id, parent, order of its first piece, trail key) -> (pieces, text) when the node is a
 #: leaf whose entries are already indexed exactly as they would be derived here, else None. The
-#: trail key joins what the leaf's context takes from its ancestors (labels, document lines, summaries).
+#: trail key joins what the leaf's context takes from its ancestors (titles, document lines).
 Reuse = Callable[[str, str | None, int, str], tuple[int, str] | None]
 
 
@@ -216,22 +214,26 @@ def tree_entries(
     order = 0
     root = nodes[root_id]
 
-    def view(trail: list[Node]) -> tuple[list[str], list[str], list[str], str]:
-        """What a node's context takes from its ancestors, and all of it as one key (for `reuse`)."""
-        crumbs = [label for label in map(_label, trail) if label]
+    def view(trail: list[Node]) -> tuple[list[str], list[str], str]:
+        """What a node's context takes from its ancestors, and all of it as one key (for `reuse`).
+
+        Ancestors give a piece where it is: titles, document lines, dates. Not their summaries: a
+        summary belongs to the ancestor's own entry (whose score reaches the piece through the
+        tree's priors); copied into every piece below it, 300-character summaries outweighed a
+        turn's own words in BM25's length normalization (RESULTS.md, "Summarized vs zero-call tree")."""
+        crumbs = [a.meta.title for a in trail if a.meta.title]
         extra = [doc_context[a.id] for a in trail if a.id in doc_context]
-        summaries = [a.meta.summary[:SUMMARY_CHARS] for a in trail[-2:] if a.meta.summary and a.id != root_id]
-        return crumbs, extra, summaries, "\x1d".join("\x1e".join(x) for x in (crumbs, extra, summaries))
+        return crumbs, extra, "\x1d".join("\x1e".join(x) for x in (crumbs, extra))
 
     def visit(
         node_id: str,
         parent: str | None,
         trail: list[Node],
-        above: tuple[list[str], list[str], list[str], str],
+        above: tuple[list[str], list[str], str],
     ) -> list[str]:
         """Add the entries under `node_id`; returns the texts of its leaves (for small subtrees)."""
         nonlocal order
-        crumbs, extra, summaries, trail_key = above  # shared by siblings: never changed here
+        crumbs, extra, trail_key = above  # shared by siblings: never changed here
         if reuse is not None:
             kept = reuse(node_id, parent, order, trail_key)
             if kept is not None:
@@ -249,7 +251,6 @@ def tree_entries(
                 *extra,
                 " > ".join([*crumbs, *own]) or file,
                 where,
-                *summaries,
                 node.meta.summary[:SUMMARY_CHARS] if node.meta.summary else "",
             ]
             context = "\n".join(c for c in context_lines if c)
@@ -308,11 +309,11 @@ def tree_entries(
             texts.extend(visit(child, node_id, below, below_view))
         meta = _meta_text(node)
         body_text = meta
-        if not node.meta.summary and node_id != root_id:
+        if node_id != root_id:  # summarized or not: its metadata alone ranked below the zero-call tree
             joined = "\n".join(texts)
             if len(joined) <= INNER_TEXT_CHARS:
                 body_text = "\n".join(x for x in (meta, joined) if x)
-        label = _label(node)
+        label = node.meta.title  # an untitled node's summary is its body already
         context = "\n".join(
             c for c in (*extra, " > ".join([*crumbs, label] if label else crumbs), _where(node)) if c
         )

@@ -91,11 +91,9 @@ def enrich_tree(
     """Model-written metadata for the nodes of a tree built without it (see the module docstring)."""
     by_id = {n.id: n for n in nodes}
     done = Enriched()
-    meta_of: dict[str, NodeMeta] = {}
 
     def put(node: Node, meta: NodeMeta, used: Usage) -> None:
-        meta = _keep_structure(node, meta)
-        meta_of[node.id] = done.metas[node.id] = meta
+        done.metas[node.id] = _keep_structure(node, meta)
         done.usage.add(used)
 
     for level in _levels(by_id, root_id):
@@ -111,7 +109,7 @@ def enrich_tree(
                 elif all(k.is_leaf for k in kids) and not leaves:
                     put(node, *extract_leaf(client, _text_below(node, by_id), taxonomy))
                 else:
-                    known = [meta_of[k.id] for k in kids if k.id in meta_of]
+                    known = [done.metas[k.id] for k in kids if k.id in done.metas]
                     if len(known) == 1 and len(kids) == 1:
                         put(node, known[0], Usage())
                     elif known:

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 import knowtree
 from knowtree.answer.kb import hybrid_retrieve
 from knowtree.cli.app import app
-from knowtree.construct.kb import cluster
-from knowtree.errors import InputError, UserError
+from knowtree.construct.kb import cluster, compliance
+from knowtree.errors import InputError, ModelOutputError, UserError
 from knowtree.ingest.kb_attributes import compare, keyword_metadata, metadata_model
-from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
-from knowtree.llm.base import Request
+from knowtree.ingest.kb_inputs import Rule, load_attributes, load_kb_docs, load_raw_issues, load_rules
+from knowtree.llm.base import Completion, Model, Request, TokenLogprob
 from knowtree.retrieve import Passage
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store.kb import KBIssue
@@ -76,11 +76,11 @@ text = "Only describe what the manual says."
 """
 
 
-def write_inputs(tmp: Path, issues: list[tuple[str, str]] = ISSUES) -> dict[str, str]:
+def write_inputs(tmp: Path, issues: list[tuple[str, str]] = ISSUES, rules: str = RULES) -> dict[str, str]:
     (tmp / "issues.jsonl").write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in issues) + "\n")
     (tmp / "docs.jsonl").write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
     (tmp / "attrs.toml").write_text(ATTRS)
-    (tmp / "rules.toml").write_text(RULES)
+    (tmp / "rules.toml").write_text(rules)
     return {
         k: str(tmp / f)
         for k, f in (
@@ -92,8 +92,10 @@ def write_inputs(tmp: Path, issues: list[tuple[str, str]] = ISSUES) -> dict[str,
     }
 
 
-def build(tmp: Path, model: Any = "keyword", solutions: str = "lazy", **kw: Any) -> tuple[Any, Any]:
-    files = write_inputs(tmp)
+def build(
+    tmp: Path, model: Any = "keyword", solutions: str = "lazy", rules: str = RULES, **kw: Any
+) -> tuple[Any, Any]:
+    files = write_inputs(tmp, rules=rules)
     kt = knowtree.open(tmp / "kb.db", model=model)
     report = kt.kb("hp", embedder="hash").build(solutions=solutions, **files, **kw)
     return kt, report
@@ -160,6 +162,30 @@ def test_rules_text_and_toml(tmp_path: Path) -> None:
     assert rules[0].forbidden == ["open the headphones"] and rules[1].id == "R2"
     (tmp_path / "bad.toml").write_text('[[rules]]\nid = "x"\n')
     with pytest.raises(InputError, match=r"bad\.toml: rule 1"):
+        load_rules(tmp_path / "bad.toml")
+
+
+def test_a_mandated_statement_must_satisfy_its_rule_and_break_none(tmp_path: Path) -> None:
+    good = RULES + (
+        '[[rules]]\nid = "doctor"\ntext = "Advise a doctor."\nrequired = ["see a doctor"]\n'
+        'append = "If it persists,  see a doctor."\n'
+    )
+    (tmp_path / "r.toml").write_text(good)
+    assert load_rules(tmp_path / "r.toml")[-1].append == "If it persists, see a doctor."
+    for append, why in [
+        ("Ask a pharmacist.", "lacks its own required phrase 'see a doctor'"),
+        (
+            "See a doctor, or open the headphones.",
+            "contains 'open the headphones', forbidden by rule no-opening",
+        ),
+    ]:
+        bad = good.replace('append = "If it persists,  see a doctor."', f"append = {json.dumps(append)}")
+        (tmp_path / "bad.toml").write_text(bad)
+        with pytest.raises(InputError, match=r"bad\.toml: rule 3") as err:
+            load_rules(tmp_path / "bad.toml")
+        assert why in str(err.value)
+    (tmp_path / "bad.toml").write_text('[[rules]]\ntext = "Be kind."\nappend = "Be kind."\n')
+    with pytest.raises(InputError, match="append needs required phrases"):
         load_rules(tmp_path / "bad.toml")
 
 
@@ -334,7 +360,8 @@ def _model_with(solution_reply: Any, violated: list[int] | None = None) -> Funct
         if request.schema_name == "kb_solution":
             return replies.pop(0) if replies else solution_reply
         if request.schema_name == "kb_compliance":
-            return {"violated": violated or [], "reason": "checked"}
+            numbers = (request.schema_ or {}).get("properties") or {}
+            return {n: "yes" if int(n) in (violated or []) else "no" for n in numbers}
         return keyword.reply(request)
 
     return FunctionModel(reply, id="kbfake")
@@ -414,6 +441,86 @@ def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
         row = kt.kb("hp").export()[0]
         assert row["status"] == "flagged" and len(row["compliance"]) == 2
         assert row["compliance"][1]["violations"][0]["check"] == "model"
+
+
+def test_a_missing_mandated_statement_is_appended_without_asking_again(tmp_path: Path) -> None:
+    rules = RULES + (
+        '[[rules]]\nid = "service"\ntext = "Point to the service desk."\nrequired = ["service desk"]\n'
+        'append = "If that does not help, contact the service desk."\n'
+    )
+    model = _model_with([CITED] * 20)
+    kt, _ = build(tmp_path, model=model, solutions="eager", rules=rules, threshold=0.15, join_threshold=0.3)
+    with kt:
+        rows = [r for r in kt.kb("hp").export() if r["solution"]]
+    for row in rows:  # every attempt lacked the phrase: each got the statement, none was flagged
+        assert row["status"] != "flagged"
+        assert row["solution"].endswith("\n\nIf that does not help, contact the service desk.")
+        assert all(a["violations"] == [] for a in row["compliance"])
+        assert [(f["rule"], f["check"], f["fixed"]) for f in row["compliance"][0]["fixed"]] == [
+            ("service", "required", "appended")
+        ]
+    cited = [r for r in rows if r["status"] == "ok"]
+    assert cited and all(len(r["compliance"]) == 1 for r in cited)  # a cited one was not asked again
+    generated = [r for r in model.requests if r.schema_name == "kb_solution"]
+    assert len(generated) == len(rows) + sum(r["status"] == "ungrounded" for r in rows)
+
+
+def test_the_judge_reads_each_rules_grade_from_the_log_probabilities(tmp_path: Path) -> None:
+    tokens = _grade_tokens(
+        [{"no": -0.4, "yes": -1.1}, {"yes": -0.05, "no": -3.0}, {"no": -0.01, "yes": -4.6}]
+    )
+    model = _ScriptedKB(Completion(text="".join(t.token for t in tokens), logprobs=tokens))
+    rules = [Rule(id=f"r{i}", text=f"Rule {i}.") for i in (1, 2, 3)]
+    kt = knowtree.open(tmp_path / "j.db", model=model)
+    with kt:
+        p = compliance.grades(kt.client(), "tv", "Unplug the TV.", rules, ["Unplug the TV to restart it."])
+        found = compliance.judge(kt.client(), "tv", "Unplug the TV.", rules)
+    assert 0.3 < p[0] < 0.4 and p[1] > 0.9 and p[2] < 0.05  # the first "no" was a near coin flip
+    assert [v["rule"] for v in found] == ["r2"]
+    request = model.requests[0]
+    assert request.logprobs == compliance.JUDGE_LOGPROBS
+    assert "[1] Unplug the TV to restart it." in request.messages[-1].content
+    assert "(none cited)" in model.requests[-1].messages[-1].content
+    assert request.schema_["properties"]["2"]["enum"] == ["yes", "no"]
+
+
+def test_a_judge_reply_without_a_grade_word_is_repaired_or_raises(tmp_path: Path) -> None:
+    replies = [{"1": "maybe", "2": "no"}, {"1": "yes", "2": "no"}]
+    model = FunctionModel(lambda r: replies.pop(0) if replies else {"1": "perhaps", "2": "no"}, id="j")
+    rules = [Rule(id="a", text="A."), Rule(id="b", text="B.")]
+    kt = knowtree.open(tmp_path / "j.db", model=model)
+    with kt:
+        assert compliance.grades(kt.client(), "tv", "Text one.", rules) == [1.0, 0.0]
+        assert 'answer "yes" or "no"' in model.requests[1].messages[-1].content
+        with pytest.raises(ModelOutputError):
+            compliance.grades(kt.client(), "tv", "Text two.", rules)
+
+
+def _grade_tokens(grades: list[dict[str, float]]) -> list[TokenLogprob]:
+    """`{"1": "<g>", ...}` as the embedded model's tokens, each grade token carrying its alternatives."""
+    out = [TokenLogprob(token="{", logprob=0.0, top=[("{", 0.0)])]
+    for n, top in enumerate(grades, 1):
+        chosen = max(top, key=lambda k: top[k])
+        for piece, alternatives in [
+            (f' "{n}": "', None),
+            (chosen, top),
+            ('",' if n < len(grades) else '"}', None),
+        ]:
+            alts = list((alternatives or {piece: 0.0}).items())
+            out.append(TokenLogprob(token=piece, logprob=alts[0][1], top=alts))
+    return out
+
+
+class _ScriptedKB(Model):
+    id = "scripted-kb-judge"
+
+    def __init__(self, completion: Completion) -> None:
+        self.completion = completion
+        self.requests: list[Request] = []
+
+    def complete(self, request: Request) -> Completion:
+        self.requests.append(request)
+        return self.completion
 
 
 # -- incremental ---------------------------------------------------------------------------------
@@ -557,7 +664,8 @@ def test_small_clusters_take_the_theme_of_the_most_similar_themed_cluster(tmp_pa
             issues = [line for line in prompt.splitlines() if line.startswith("issue_")]
             pick = {"pair": 1, "battery": 2, "hiss": 3}
             return {
-                line.split(":")[0]: next((n for w, n in pick.items() if w in line.lower()), 1) for line in issues
+                line.split(":")[0]: next((n for w, n in pick.items() if w in line.lower()), 1)
+                for line in issues
             }
         return keyword.reply(request)
 
@@ -600,7 +708,9 @@ def test_clusters_take_the_nearest_theme_name_without_a_call(tmp_path: Path) -> 
     kt, report = build(tmp_path, model=model, threshold=0.15, join_threshold=0.95)
     with kt:
         kb = kt.kb("hp")
-        (tmp_path / "lone.jsonl").write_text(json.dumps({"id": "b3", "text": "battery drains overnight"}) + "\n")
+        (tmp_path / "lone.jsonl").write_text(
+            json.dumps({"id": "b3", "text": "battery drains overnight"}) + "\n"
+        )
         kb.add(issues=str(tmp_path / "lone.jsonl"))
         theme = {m: row["theme"] for row in kb.export() if row["kind"] == "parent" for m in row["members"]}
     assert not [r for r in model.requests if r.schema_name == "kb_theme_assign"]
@@ -631,5 +741,7 @@ def test_an_overlong_solution_is_cut_at_a_sentence_end_not_refused() -> None:
     out = solutions.generate(LLMClient(model), "headphones", issue, [], [])
     assert len(out["text"]) <= solutions.SOLUTION_KEEP and out["text"].endswith("before use.")
     assert out["cut_from"] == len(long.strip()) and len(model.requests) == 1
-    short = solutions.generate(LLMClient(FunctionModel(lambda r: {"solution": "Charge it fully."})), "d", issue, [], [])
+    short = solutions.generate(
+        LLMClient(FunctionModel(lambda r: {"solution": "Charge it fully."})), "d", issue, [], []
+    )
     assert short["text"] == "Charge it fully." and "cut_from" not in short

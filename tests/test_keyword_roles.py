@@ -112,7 +112,8 @@ def test_a_reworded_template_plays_the_same_role(tmp_path: Path, kind: str) -> N
 
 def test_every_role_in_the_table_has_a_player() -> None:
     roles = [r for v in ROLES_BY_FIELDS.values() for r in ((v,) if isinstance(v, str) else v)]
-    roles += [r for _, r in ROLES_BY_NUMBERED_FIELDS] + list(ROLES_WITH_OPEN_FIELDS)
+    roles += [r for _, v in ROLES_BY_NUMBERED_FIELDS for r in ((v,) if isinstance(v, str) else v)]
+    roles += list(ROLES_WITH_OPEN_FIELDS)
     assert len(roles) == len(set(roles)) == 29
     assert all(callable(getattr(KeywordModel, f"_{r}", None)) for r in roles)
 
@@ -126,6 +127,7 @@ def test_numbered_and_shared_replies() -> None:
     assert role_for(ask(["part_1", "part_2"])) == "read"
     assert role_for(ask(["issue_1"])) == "kb_theme_assign"
     assert role_for(ask(["1", "2", "3"])) == "nav_judge"
+    assert role_for(ask(["1", "2"], "kb_compliance")) == "kb_compliance"  # numbered, told apart by name
     assert role_for(ask(["choice", "reason"], "memory_choose")) == "memory_choose"
     assert role_for(ask(["platform", "topic"], "kb_query_meta")) == "kb_query_meta"
     assert role_for(Request(messages=[], schema_name="branch_meta")) == "branch_meta"  # no schema

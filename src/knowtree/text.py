@@ -237,3 +237,9 @@ def human_range(times: Sequence[str]) -> str:
     a, b = times[0][:10], times[-1][:10]
     first = human_time(times[0]).split(",")[0]
     return first if a == b else f"{first} – {human_time(times[-1]).split(',')[0]}"
+
+
+def phrase_in(phrase: str, text: str) -> bool:
+    """Whether `phrase` occurs in `text` as whole words (any case, any run of spaces between)."""
+    pattern = r"(?<!\w)" + r"\s+".join(re.escape(w) for w in phrase.split()) + r"(?!\w)"
+    return re.search(pattern, text, flags=re.IGNORECASE) is not None

@@ -2,7 +2,7 @@
 
 One call grades the top `RerankOptions.top` accepted issues yes/no against the query (each shown by
 its title and a few member texts). Each grade is read as the model's probability of "yes" at the
-grade's first token (`nav.soft_grades`, from `Completion.logprobs` where the backend reports them;
+grade's first token (`llm.grades.soft_grades`, from `Completion.logprobs` where the backend reports them;
 else the word it emitted, yes 1 / no 0), and the issues are reordered by that probability plus a
 small prior for their semantic order (`prior` / rank), so a flat or missing grade keeps the order.
 Issues after the top keep their place; the match each issue was accepted with is unchanged.
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from knowtree.answer.nav import GRADE_SCORE, JudgeReply, soft_grades
 from knowtree.llm.base import Message, Request
 from knowtree.llm.client import parse_json_tolerant
+from knowtree.llm.grades import GRADE_SCORE, JudgeReply, soft_grades, yes_no_form
 from knowtree.prompts import render
 from knowtree.prompts.reply import reply_schema, system
 
@@ -49,12 +49,7 @@ class RerankOptions:
 
 def rerank_form(count: int) -> type[BaseModel]:
     """The reply asked for: "yes" or "no" for each number 1..count (schema only; read leniently)."""
-    from pydantic import ConfigDict, Field, create_model
-
-    fields: dict[str, Any] = {}
-    for i in range(1, count + 1):
-        fields[f"c{i}"] = (str, Field(alias=str(i), json_schema_extra={"enum": ["yes", "no"]}))
-    return create_model("RerankGrades", __config__=ConfigDict(extra="forbid"), **fields)
+    return yes_no_form(count, "RerankGrades")
 
 
 def _shown(texts: Sequence[str], options: RerankOptions) -> str:

@@ -27,7 +27,6 @@ A malformed judge reply is not repaired (one call per round): it is recorded in 
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,11 +34,12 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from knowtree.errors import UserError
-from knowtree.llm.base import Message, Request, TokenLogprob
+from knowtree.llm.base import Message, Request
 from knowtree.llm.client import parse_json_tolerant
+from knowtree.llm.grades import GRADE_SCORE, Grade, JudgeReply, soft_grades
 from knowtree.prompts import render
 from knowtree.prompts.reply import reply_schema, system
 from knowtree.retrieve.treesearch import Ranking
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
     from knowtree.retrieve.treeindex import IndexRow, TreeIndex
     from knowtree.retrieve.treescore import TreeShape
 
-Grade = Literal["yes", "partly", "no"]
-GRADE_SCORE: dict[str, float] = {"yes": 1.0, "partly": 0.5, "no": 0.0}
-_GRADE_AT = re.compile(r'"(\d+)"\s*:\s*"?(?=[A-Za-z])')
-_WORD = re.compile(r"[a-z]+")
 PURPOSE = "nav_judge"
 
 
@@ -112,10 +108,6 @@ def parse_options(text: str) -> NavOptions:
     return replace(NavOptions(), **changes)
 
 
-class JudgeReply(RootModel[dict[str, Grade]]):
-    """The judge's reply: candidate number → grade."""
-
-
 @dataclass(slots=True)
 class Unit:
     """A leaf of the tree as the judge sees it: its pieces (best first) and its prior."""
@@ -169,37 +161,6 @@ def _snippet(row: IndexRow | None, options: NavOptions) -> tuple[str, int]:
     context = " ".join(row.context.split())[: options.context_chars]
     text = " ".join(row.text.split())[: options.snippet_chars]
     return (f"({context}) {text}" if context else text), len(text)
-
-
-def soft_grades(tokens: Sequence[TokenLogprob]) -> dict[str, float]:
-    """Candidate number → expected grade under the model's own distribution at the grade's first token.
-
-    The reply's text is the tokens joined; at each `"n": "grade"` the token covering the grade's
-    first letter holds the alternatives the model weighed there. Each alternative whose word is the
-    start of a grade (`y`, `yes`, `Yes`, `part`, `no`…) adds its probability to that grade; the
-    result is Σ P(g)·score(g) / Σ P(g). A number whose grade token offers no grade word is left out
-    (the emitted word counts for it)."""
-    text, starts = "", []
-    for t in tokens:
-        starts.append(len(text))
-        text += t.token
-    out: dict[str, float] = {}
-    for match in _GRADE_AT.finditer(text):
-        at = match.end()
-        i = max(j for j, start in enumerate(starts) if start <= at)
-        mass = dict.fromkeys(GRADE_SCORE, 0.0)
-        for alternative, logprob in tokens[i].top:
-            word = _WORD.search(alternative.lower())
-            if word is None:
-                continue
-            for grade in GRADE_SCORE:
-                if grade.startswith(word.group()):
-                    mass[grade] += math.exp(logprob)
-                    break
-        total = sum(mass.values())
-        if total > 0:
-            out[match.group(1)] = sum(GRADE_SCORE[g] * m for g, m in mass.items()) / total
-    return out
 
 
 def judge(

@@ -8,7 +8,8 @@ Every loader reads and checks the whole file before returning, and a problem rai
   naming a text column (`text`, `issue`, `question`, `description`, `query`);
 * attributes: TOML or YAML, `domain = "..."` and `[attributes.NAME]` tables with `values = [...]`
   (the allowed set), an optional `description` and optional `keywords = {value = ["word", ...]}`;
-* rules: TOML (`[[rules]]` with `text`, optional `id`, `forbidden = [...]`, `required = [...]`)
+* rules: TOML (`[[rules]]` with `text`, optional `id`, `forbidden = [...]`, `required = [...]`,
+  `append = "..."`: a mandated statement added to a solution that lacks the required phrases)
   or plain text, one rule a line (`-`, `*` or `1.` bullets allowed, `#` comments skipped);
 * documents: JSONL / JSONL.gz records (`id`/`doc_id`, `title`/`question`/`focus`,
   `text`/`answer`/`body`/`content`) become one section each; any other file knowtree ingests
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import InputError
+from knowtree.text import phrase_in
 
 ANY = "any"  # the attribute value of a broad issue: every allowed value
 _TEXT_KEYS = ("text", "issue", "question", "description", "query", "body")
@@ -87,6 +89,9 @@ class Rule:
     text: str
     forbidden: list[str] = field(default_factory=list)
     required: list[str] = field(default_factory=list)
+    #: a statement the domain owner mandates, appended to a solution that lacks a required phrase
+    #: (it must contain every required phrase and no rule's forbidden one; checked at load)
+    append: str = ""
 
 
 @dataclass
@@ -115,7 +120,9 @@ def load_raw_issues(path: str | Path) -> list[RawIssue]:
     return issues
 
 
-def _jsonl(path: str, text: str, *, expected: str, strings: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl(
+    path: str, text: str, *, expected: str, strings: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of each non-blank line; a bare string is `{"text": ...}` when `strings`."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -134,7 +141,9 @@ def _jsonl(path: str, text: str, *, expected: str, strings: bool = False) -> Ite
 def _issues_from_jsonl(path: str, text: str) -> list[RawIssue]:
     return [
         _issue(path, f"line {number}", record)
-        for number, record in _jsonl(path, text, expected="expected a JSON object with a text field", strings=True)
+        for number, record in _jsonl(
+            path, text, expected="expected a JSON object with a text field", strings=True
+        )
     ]
 
 
@@ -232,14 +241,19 @@ def load_rules(path: str | Path) -> list[Rule]:
                 v = item.get(key, [])
                 if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
                     raise InputError(p, f"rule {number}: {key} must be a list of phrases")
+            append = item.get("append", "")
+            if not isinstance(append, str):
+                raise InputError(p, f"rule {number}: append must be a text")
             rules.append(
                 Rule(
                     id=str(item.get("id") or f"R{number}"),
                     text=" ".join(item["text"].split()),
                     forbidden=list(item.get("forbidden", [])),
                     required=list(item.get("required", [])),
+                    append=" ".join(append.split()),
                 )
             )
+        _check_appends(p, rules)
     else:
         rules = []
         for line in _read_text(p).splitlines():
@@ -252,6 +266,27 @@ def load_rules(path: str | Path) -> list[Rule]:
     if len(set(ids)) != len(ids):
         raise InputError(p, "two rules share an id")
     return rules
+
+
+def _check_appends(path: str, rules: list[Rule]) -> None:
+    """A mandated statement must satisfy its own rule and break none (else appending it would
+    trade one violation for another)."""
+    for number, rule in enumerate(rules, start=1):
+        if not rule.append:
+            continue
+        if not rule.required:
+            raise InputError(
+                path, f"rule {number}: append needs required phrases (it is added when they are missing)"
+            )
+        for phrase in rule.required:
+            if not phrase_in(phrase, rule.append):
+                raise InputError(path, f"rule {number}: append lacks its own required phrase {phrase!r}")
+        for other in rules:
+            for phrase in other.forbidden:
+                if phrase_in(phrase, rule.append):
+                    raise InputError(
+                        path, f"rule {number}: append contains {phrase!r}, forbidden by rule {other.id}"
+                    )
 
 
 # -- domain documents ----------------------------------------------------------------------

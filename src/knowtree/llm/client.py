@@ -36,7 +36,7 @@ from knowtree.errors import (
     ModelOutputError,
     TransientModelError,
 )
-from knowtree.llm.base import Completion, Message, Model, Request
+from knowtree.llm.base import Completion, Message, Model, Request, TokenLogprob
 from knowtree.types import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -97,6 +97,8 @@ class CallResult(Generic[T]):
     raw: str
     attempts: int = 1
     errors: list[str] = field(default_factory=list)  # validation errors that were repaired
+    #: the valid reply's tokens with their alternatives, when asked for (`logprobs`) and reported
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass
@@ -300,11 +302,13 @@ class LLMClient:
         max_tokens: int = 512,
         check: Callable[[T], None] | None = None,
         on_text: Callable[[str], None] | None = None,
+        logprobs: int = 0,
     ) -> CallResult[T]:
         """Ask for JSON matching `schema`, parse it into `output`, repair or raise.
 
         `check` may raise ValueError for replies that are well-formed but wrong (an option index
-        out of range); the message is fed back like a schema error.
+        out of range); the message is fed back like a schema error. `logprobs`: alternatives per
+        reply token to ask for (`Request.logprobs`); the valid reply's come back in the result.
         """
         total = Usage()
         errors: list[str] = []
@@ -314,7 +318,9 @@ class LLMClient:
         cached_all = True
         keys: list[str] = []
         for attempt in range(1, self.options.repair_attempts + 2):
-            request = Request(messages=convo, schema=schema, schema_name=purpose, max_tokens=tokens)
+            request = Request(
+                messages=convo, schema=schema, schema_name=purpose, max_tokens=tokens, logprobs=logprobs
+            )
             keys.append(request.cache_key(self.model.id))
             # only the first attempt streams: a repair's text would repeat what was already shown
             completion, usage, cached = self.complete(
@@ -325,7 +331,7 @@ class LLMClient:
             raw = completion.text
             try:
                 value = self._validate(raw, output, check)
-                return CallResult(value, total, cached_all, raw, attempt, errors)
+                return CallResult(value, total, cached_all, raw, attempt, errors, completion.logprobs)
             except ValueError as exc:  # ValidationError is a ValueError
                 problem = _short_error(exc)
                 if completion.finish_reason == "length":

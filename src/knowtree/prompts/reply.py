@@ -201,9 +201,11 @@ def ask(
     max_tokens: int,
     check: Callable[[M], None] | None = None,
     on_text: Callable[[str], None] | None = None,
+    logprobs: int = 0,
     **values: object,
 ) -> CallResult[M]:
-    """Render `template` with `values`, ask for a `model` reply, return it validated.
+    """Render `template` with `values`, ask for a `model` reply, return it validated (with the
+    reply's token alternatives when `logprobs` asks for them and the backend reports them).
 
     Raises `ModelOutputError` when the reply stays invalid (`LLMClient.structured`)."""
     messages = [system(), Message(role="user", content=render(template, **values))]
@@ -215,4 +217,5 @@ def ask(
         max_tokens=max_tokens,
         check=check,
         on_text=on_text,
+        logprobs=logprobs,
     )

@@ -99,4 +99,5 @@ class KBRoles:
         }
 
     def _kb_compliance(self, prompt: str, request: Request) -> dict[str, Any]:
-        return {"violated": [], "reason": "no rule is broken"}
+        """Every rule followed ("no": not broken); the deterministic phrase checks find the rest."""
+        return dict.fromkeys((request.schema_ or {}).get("properties") or (), "no")

@@ -103,14 +103,13 @@ ROLES_BY_FIELDS: dict[frozenset[str], str | tuple[str, ...]] = {
     fields("context"): "kb_context",
     fields("themes"): "kb_themes",
     fields("solution citations"): "kb_solution",
-    fields("violated reason"): "kb_compliance",
 }
 #: replies with one numbered property per item asked about (part_1, part_2, ...): every name matches
-ROLES_BY_NUMBERED_FIELDS: list[tuple[re.Pattern[str], str]] = [
+ROLES_BY_NUMBERED_FIELDS: list[tuple[re.Pattern[str], str | tuple[str, ...]]] = [
     (re.compile(r"part_\d+"), "read"),
     (re.compile(r"issue_\d+"), "kb_theme_assign"),
     (re.compile(r"group_\d+"), "kb_subtree"),
-    (re.compile(r"\d+"), "nav_judge"),
+    (re.compile(r"\d+"), ("nav_judge", "kb_compliance")),
 ]
 #: replies whose property names are the caller's own (a collection's metadata fields, a knowledge
 #: base's attributes): the schema's name says which
@@ -130,9 +129,11 @@ def role_for(request: Request) -> str:
     if roles is not None and request.schema_name in roles:
         return request.schema_name
     if roles is None:
-        for pattern, role in ROLES_BY_NUMBERED_FIELDS:
+        for pattern, numbered in ROLES_BY_NUMBERED_FIELDS:
             if all(pattern.fullmatch(n) for n in names):
-                return role
+                if isinstance(numbered, str):
+                    return numbered
+                return request.schema_name if request.schema_name in numbered else numbered[0]
         if request.schema_name in ROLES_WITH_OPEN_FIELDS:
             return request.schema_name
     raise ValueError(

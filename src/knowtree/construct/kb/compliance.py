@@ -2,33 +2,43 @@
 
 Two kinds of check per rule: deterministic ones where the rule is checkable (a forbidden phrase
 present, a required phrase missing; no model), and the model's judgment of every rule against the
-solution (one call per solution whose reply lists the violated rule numbers, constrained to the
-valid numbers). Violations are stored with the solution; a non-compliant solution is regenerated once
-with the violations fed back, and flagged (`status = "flagged"`) if it still fails.
+solution and the passages it cites. The judge grades each rule "yes" (broken) or "no" in one call
+(`{"1": "no", "2": "yes", ...}`, constrained to those words); each grade is read as the model's
+probability of "yes" at the grade's first token (`llm.grades.soft_grades`, where the backend reports
+log-probabilities; else the word it wrote), and a rule is broken when that probability is at least
+`VIOLATION_AT`. Why not a list of the broken rules' numbers, as before: the embedded 1.5B model
+answered "[1, 2, 3, 4]" for half the solutions it flagged, whatever they said (counting, not
+judging; benchmarks/RESULTS.md, "Solutions three ways"), and `benchmarks/bench_kb_judge.py`
+measures both judges on solutions with known, injected violations.
 
-A solution none of whose citations could be verified (each quote must be in its passage) gets the
-same one regeneration, with the rejected quotes fed back: with the embedded 1.5B model half of the
-first TV solutions quoted nothing verbatim (benchmarks/RESULTS.md, "AutoKB solutions").
+A rule may declare `append`: a statement the domain owner mandates (a disclaimer such as "See a
+doctor for a diagnosis"). When its required phrase is missing, the statement is appended to the
+solution instead of asking the model again, the rule's violations are resolved and recorded under
+`fixed` in the report (`solution["appended"]` lists the rules), so nothing is hidden.
+
+Violations are stored with the solution; a non-compliant solution is regenerated once with the
+violations fed back, and flagged (`status = "flagged"`) if it still fails. A solution none of whose
+citations could be verified (each quote must be in its passage) gets the same one regeneration, with
+the rejected quotes fed back: with the embedded 1.5B model half of the first TV solutions quoted
+nothing verbatim (benchmarks/RESULTS.md, "AutoKB solutions").
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel
 
 from knowtree.construct.kb import solutions
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.client import LLMClient
+from knowtree.llm.grades import grade_score, soft_grades, yes_no_form
 from knowtree.prompts.reply import ask
 from knowtree.records import KBChunk, KBIssue
+from knowtree.text import phrase_in
 
-
-def phrase_in(phrase: str, text: str) -> bool:
-    pattern = r"(?<!\w)" + r"\s+".join(re.escape(w) for w in phrase.split()) + r"(?!\w)"
-    return re.search(pattern, text, flags=re.IGNORECASE) is not None
+_NO_RULE = Rule(id="", text="")
 
 
 def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str, Any]]:
@@ -43,41 +53,97 @@ def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str,
     return out
 
 
-def judgment_model(rules: int) -> type[BaseModel]:
-    number: Any = Literal[tuple(range(1, rules + 1))]  # type: ignore[misc]
-    return create_model(
-        f"ComplianceJudgment{rules}",
-        __config__=ConfigDict(extra="ignore"),
-        violated=(list[number], Field(default_factory=list)),  # type: ignore[valid-type]
-        reason=(str, Field(default="", max_length=200)),
-    )
+VIOLATION_AT = 0.5  # the judge's probability of "broken" from which a rule counts as broken
+JUDGE_LOGPROBS = 8  # alternatives per reply token asked for
+PASSAGE_SHOWN = 400  # characters of each cited passage the judge reads
+PASSAGES_SHOWN = 3
 
 
-def judge(client: LLMClient, domain: str, text: str, rules: Sequence[Rule]) -> list[dict[str, Any]]:
+def grades(
+    client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
+) -> list[float]:
+    """The judge's probability that the solution breaks each rule, in the rules' order (one call;
+    `passages`: the texts the solution cites, so the judge can tell whether they support it).
+    Raises `ModelOutputError` when the reply stays malformed after the client's repairs."""
     if not rules:
         return []
-    model = judgment_model(len(rules))
-    reply = ask(
+    form = yes_no_form(len(rules), f"ComplianceGrades{len(rules)}")
+
+    def words_are_grades(reply: BaseModel) -> None:
+        bad = [n for n in range(1, len(rules) + 1) if grade_score(getattr(reply, f"c{n}")) is None]
+        if bad:
+            raise ValueError(f'rules {bad}: answer "yes" or "no" for each rule number')
+
+    shown = [" ".join(p.split())[:PASSAGE_SHOWN] for p in passages[:PASSAGES_SHOWN]]
+    result = ask(
         client,
-        model,
+        form,
         "kb_compliance",
         domain=domain or "general",
         rules=solutions.rules_text(rules),
+        passages="\n".join(f"[{i}] {p}" for i, p in enumerate(shown, 1)) or "(none cited)",
         solution=text,
         purpose="kb_compliance",
-        max_tokens=120,
-    ).value
+        max_tokens=8 * len(rules) + 16,
+        check=words_are_grades,
+        logprobs=JUDGE_LOGPROBS,
+    )
+    soft = soft_grades(result.logprobs) if result.logprobs else {}
+    out = []
+    for n in range(1, len(rules) + 1):
+        written = grade_score(getattr(result.value, f"c{n}"))
+        out.append(soft.get(str(n), written if written is not None else 0.0))
+    return out
+
+
+def judge(
+    client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The rules the judge finds broken (`grades` ≥ `VIOLATION_AT`), as violations."""
     return [
-        {"rule": rules[int(n) - 1].id, "check": "model", "detail": reply.reason}
-        for n in dict.fromkeys(reply.violated)
+        {"rule": rule.id, "check": "model", "detail": f"judged broken (p={p:.2f})", "p": round(p, 3)}
+        for rule, p in zip(rules, grades(client, domain, text, rules, passages), strict=True)
+        if p >= VIOLATION_AT
     ]
 
 
-def check(client: LLMClient, domain: str, text: str, rules: Sequence[Rule]) -> list[dict[str, Any]]:
+def check(
+    client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Every violation found (deterministic first, then the model's)."""
     found = deterministic_violations(text, rules)
-    found += judge(client, domain, text, rules)
+    found += judge(client, domain, text, rules, passages)
     return found
+
+
+def append_mandated(
+    solution: dict[str, Any], violations: list[dict[str, Any]], rules: Sequence[Rule]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Append the statement of every rule that declares one (`Rule.append`) and whose required
+    phrase the solution lacks. Returns (violations left, violations fixed); the fixed ones are
+    every violation of those rules, the model's included: the appended statement is what the rule
+    asks for. `solution["text"]` and `solution["appended"]` (rule ids) are updated in place."""
+    by_id = {r.id: r for r in rules}
+    mended = list(
+        dict.fromkeys(
+            v["rule"]
+            for v in violations
+            if v["check"] == "required" and by_id.get(v["rule"], _NO_RULE).append
+        )
+    )
+    if not mended:
+        return violations, []
+    solution["text"] = "\n\n".join([solution["text"].rstrip(), *(by_id[r].append for r in mended)])
+    solution["appended"] = [*solution.get("appended", []), *mended]
+    fixed = [{**v, "fixed": "appended"} for v in violations if v["rule"] in mended]
+    return [v for v in violations if v["rule"] not in mended], fixed
+
+
+def cited_texts(solution: dict[str, Any], passages: Sequence[KBChunk]) -> list[str]:
+    """The texts of the passages the solution's verified citations name, in citation order."""
+    by_id = {c.id: c.text for c in passages}
+    ids = dict.fromkeys(c["chunk"] for c in solution.get("citations", []))
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def solve(
@@ -95,16 +161,14 @@ def solve(
     citation). `report` keeps every check of every attempt (and the attempt kept), so a fixed
     violation stays visible."""
     solution = solutions.generate(client, domain, issue, passages, rules)
-    violations = check(client, domain, solution["text"], rules)
-    report: list[dict[str, Any]] = [
-        {"attempt": 1, "violations": violations, "citations": len(solution["citations"])}
-    ]
+    violations, entry = _checked(client, domain, solution, passages, rules, attempt=1)
+    report: list[dict[str, Any]] = [entry]
     kept = 1
     problems = retry_feedback(solution, violations, passages)
     if problems:
         second = solutions.generate(client, domain, issue, passages, rules, feedback=problems)
-        second_violations = check(client, domain, second["text"], rules)
-        report.append({"attempt": 2, "violations": second_violations, "citations": len(second["citations"])})
+        second_violations, entry = _checked(client, domain, second, passages, rules, attempt=2)
+        report.append(entry)
         if _quality(second, second_violations) >= _quality(solution, violations):
             solution, violations, kept = second, second_violations, 2
     for entry in report:  # which attempt's solution is stored
@@ -116,6 +180,24 @@ def solve(
     else:
         status = "ok"
     return solution, status, report
+
+
+def _checked(
+    client: LLMClient,
+    domain: str,
+    solution: dict[str, Any],
+    passages: Sequence[KBChunk],
+    rules: Sequence[Rule],
+    *,
+    attempt: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Check one attempt and append what the rules mandate: (violations left, its report entry)."""
+    found = check(client, domain, solution["text"], rules, cited_texts(solution, passages))
+    left, fixed = append_mandated(solution, found, rules)
+    entry: dict[str, Any] = {"attempt": attempt, "violations": left, "citations": len(solution["citations"])}
+    if fixed:
+        entry["fixed"] = fixed
+    return left, entry
 
 
 def _quality(solution: dict[str, Any], violations: list[dict[str, Any]]) -> tuple[bool, bool]:

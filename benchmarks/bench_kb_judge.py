@@ -8,16 +8,18 @@ or, for the rule that requires advice, that advice removed and contradicted); no
 contains a rule's forbidden phrase, so only the model can catch it. Each version goes to:
 
 * **list judge** (the judge until 2026-11-26): one call, the reply lists the broken rules' numbers;
-* **graded judge** (`compliance.grades`, now): one call, "yes"/"no" per rule, read as P(broken) from
-  the reply's log-probabilities, broken at `compliance.VIOLATION_AT`.
+* **graded judge** (`compliance.grades`, now): one short call per rule, the rule's `question`
+  answered "yes" (broken) / "no", read as P(yes) from the reply's log-probabilities, broken at
+  `compliance.VIOLATION_AT`; it reads the passages the solution cites where `--kb-db` holds the
+  stored solution (the list judge never saw passages).
 
 Reported per judge: false alarms on the clean versions (any rule flagged; each rule's rate), and per
-injected rule its detection rate (that rule flagged). Both judges see the solution alone (the list
-judge never saw passages; the graded judge is given none here), so the `grounded` row measures
-invented claims a judge can spot without the passages.
+injected rule its detection rate (that rule flagged). The injected sentences and the rules files'
+questions were written by the same person: the false alarms on real solutions are the half of this
+measure that owes nothing to that.
 
     flock /tmp/kt-model.lock python benchmarks/bench_kb_judge.py --solutions /tmp/kb_solutions_medical.json \\
-        --db /tmp/judge.db --model local
+        --kb-db /tmp/med.db --arms KB --db /tmp/judge.db --model local
 """
 
 from __future__ import annotations
@@ -156,6 +158,21 @@ def rates(found: list[tuple[str, set[str]]], rule_ids: list[str]) -> dict[str, A
     return out
 
 
+def cited_passages(db: str) -> dict[str, list[str]]:
+    """Stored solution text → the texts of the chunks its citations name (read-only)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    chunks = dict(con.execute("SELECT id, text FROM kb_chunks"))
+    out = {}
+    for (blob,) in con.execute("SELECT solution_json FROM kb_issues WHERE solution_json IS NOT NULL"):
+        solution = json.loads(blob)
+        ids = dict.fromkeys(c["chunk"] for c in solution.get("citations", []))
+        out[solution["text"]] = [chunks[i] for i in ids if i in chunks]
+    con.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--solutions", required=True, help="a bench_kb_solutions.py --out JSON (its rows' texts)")
@@ -166,6 +183,9 @@ def main() -> None:
     ap.add_argument("--db", required=True, help="a database for the model cache and ledger")
     ap.add_argument("--model", default="local")
     ap.add_argument("--judges", default="list,graded")
+    ap.add_argument(
+        "--kb-db", default=None, help="the KB database the solutions were stored in (for their passages)"
+    )
     ap.add_argument("--out", default=None, help="JSON with every version's verdicts (default: beside --db)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -184,6 +204,7 @@ def main() -> None:
         if row.get("text")
     ][: args.limit]
     judges = [j.strip() for j in args.judges.split(",")]
+    cited = cited_passages(args.kb_db) if args.kb_db else {}
     kt = knowtree.open(args.db, model=args.model)
     rows: list[dict[str, Any]] = []
     found: dict[str, list[tuple[str, set[str]]]] = {j: [] for j in judges}
@@ -199,7 +220,7 @@ def main() -> None:
                     if judge == "list":
                         flagged = list_judge(client, domain, version, rules)
                     else:
-                        p = compliance.grades(client, domain, version, rules)
+                        p = compliance.grades(client, domain, version, rules, cited.get(text, []))
                         row["p"] = dict(zip(rule_ids, (round(x, 3) for x in p), strict=True))
                         flagged = {
                             r for r, x in zip(rule_ids, p, strict=True) if x >= compliance.VIOLATION_AT

@@ -168,10 +168,14 @@ def test_rules_text_and_toml(tmp_path: Path) -> None:
 def test_a_mandated_statement_must_satisfy_its_rule_and_break_none(tmp_path: Path) -> None:
     good = RULES + (
         '[[rules]]\nid = "doctor"\ntext = "Advise a doctor."\nrequired = ["see a doctor"]\n'
-        'append = "If it persists,  see a doctor."\n'
+        'append = "If it persists,  see a doctor."\nquestion = "Does it say a doctor\'s visit is useless?"\n'
     )
     (tmp_path / "r.toml").write_text(good)
-    assert load_rules(tmp_path / "r.toml")[-1].append == "If it persists, see a doctor."
+    rule = load_rules(tmp_path / "r.toml")[-1]
+    assert (rule.append, rule.question) == (
+        "If it persists, see a doctor.",
+        "Does it say a doctor's visit is useless?",
+    )
     for append, why in [
         ("Ask a pharmacist.", "lacks its own required phrase 'see a doctor'"),
         (
@@ -352,7 +356,9 @@ def test_ask_generates_lazy_solution_once(tmp_path: Path) -> None:
 
 
 # -- solutions and compliance ----------------------------------------------------------------
-def _model_with(solution_reply: Any, violated: list[int] | None = None) -> FunctionModel:
+def _model_with(solution_reply: Any, violated: list[str] | None = None) -> FunctionModel:
+    """Solutions from `solution_reply`; the judge says "yes" (broken) to the rules whose text
+    contains one of `violated`; every other role the keyword model's."""
     keyword = KeywordModel()
     replies = list(solution_reply) if isinstance(solution_reply, list) else None
 
@@ -360,8 +366,8 @@ def _model_with(solution_reply: Any, violated: list[int] | None = None) -> Funct
         if request.schema_name == "kb_solution":
             return replies.pop(0) if replies else solution_reply
         if request.schema_name == "kb_compliance":
-            numbers = (request.schema_ or {}).get("properties") or {}
-            return {n: "yes" if int(n) in (violated or []) else "no" for n in numbers}
+            asked = request.messages[-1].content.split("Question about the solution:", 1)[-1]
+            return {"1": "yes" if any(v in asked for v in violated or []) else "no"}
         return keyword.reply(request)
 
     return FunctionModel(reply, id="kbfake")
@@ -435,7 +441,11 @@ def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
         "citations": [{"passage": 1, "quote": "hold the power button"}],
     }
     kt, _ = build(
-        tmp_path, model=_model_with(fake, violated=[2]), solutions="eager", threshold=0.15, join_threshold=0.3
+        tmp_path,
+        model=_model_with(fake, violated=["Only describe what the manual says"]),
+        solutions="eager",
+        threshold=0.15,
+        join_threshold=0.3,
     )
     with kt:
         row = kt.kb("hp").export()[0]
@@ -465,28 +475,33 @@ def test_a_missing_mandated_statement_is_appended_without_asking_again(tmp_path:
     assert len(generated) == len(rows) + sum(r["status"] == "ungrounded" for r in rows)
 
 
-def test_the_judge_reads_each_rules_grade_from_the_log_probabilities(tmp_path: Path) -> None:
-    tokens = _grade_tokens(
-        [{"no": -0.4, "yes": -1.1}, {"yes": -0.05, "no": -3.0}, {"no": -0.01, "yes": -4.6}]
-    )
-    model = _ScriptedKB(Completion(text="".join(t.token for t in tokens), logprobs=tokens))
-    rules = [Rule(id=f"r{i}", text=f"Rule {i}.") for i in (1, 2, 3)]
+def test_the_judge_asks_each_rules_question_and_reads_the_log_probabilities(tmp_path: Path) -> None:
+    answers = [{"no": -0.4, "yes": -1.1}, {"yes": -0.05, "no": -3.0}, {"no": -0.01, "yes": -4.6}]
+    model = _ScriptedKB([_grade_tokens([a]) for a in answers] * 2)
+    rules = [
+        Rule(id="r1", text="Rule one."),
+        Rule(id="r2", text="Never give doses.", question="Does it give a dose?"),
+        Rule(id="r3", text="Rule three."),
+    ]
     kt = knowtree.open(tmp_path / "j.db", model=model)
     with kt:
         p = compliance.grades(kt.client(), "tv", "Unplug the TV.", rules, ["Unplug the TV to restart it."])
-        found = compliance.judge(kt.client(), "tv", "Unplug the TV.", rules)
+        found = compliance.judge(kt.client(), "tv", "Unplug it.", rules)
     assert 0.3 < p[0] < 0.4 and p[1] > 0.9 and p[2] < 0.05  # the first "no" was a near coin flip
     assert [v["rule"] for v in found] == ["r2"]
-    request = model.requests[0]
-    assert request.logprobs == compliance.JUDGE_LOGPROBS
-    assert "[1] Unplug the TV to restart it." in request.messages[-1].content
-    assert "(none cited)" in model.requests[-1].messages[-1].content
-    assert request.schema_["properties"]["2"]["enum"] == ["yes", "no"]
+    prompts = [r.messages[-1].content for r in model.requests]
+    assert len(prompts) == 6 and all(r.logprobs == compliance.JUDGE_LOGPROBS for r in model.requests)
+    assert 'break this rule? Rule: "Rule one."' in prompts[0] and prompts[1].endswith(
+        'Question about the solution: Does it give a dose?\nAnswer "yes" or "no" as JSON: {"1": "yes"} or {"1": "no"}.'
+    )
+    assert "[1] Unplug the TV to restart it." in prompts[0] and "(none cited)" in prompts[3]
+    # the solution comes before the question: one solution's prompts share everything up to it
+    assert prompts[0].split("Question about")[0] == prompts[2].split("Question about")[0]
 
 
 def test_a_judge_reply_without_a_grade_word_is_repaired_or_raises(tmp_path: Path) -> None:
-    replies = [{"1": "maybe", "2": "no"}, {"1": "yes", "2": "no"}]
-    model = FunctionModel(lambda r: replies.pop(0) if replies else {"1": "perhaps", "2": "no"}, id="j")
+    replies = [{"1": "maybe"}, {"1": "yes"}, {"1": "no"}]
+    model = FunctionModel(lambda r: replies.pop(0) if replies else {"1": "perhaps"}, id="j")
     rules = [Rule(id="a", text="A."), Rule(id="b", text="B.")]
     kt = knowtree.open(tmp_path / "j.db", model=model)
     with kt:
@@ -514,13 +529,14 @@ def _grade_tokens(grades: list[dict[str, float]]) -> list[TokenLogprob]:
 class _ScriptedKB(Model):
     id = "scripted-kb-judge"
 
-    def __init__(self, completion: Completion) -> None:
-        self.completion = completion
+    def __init__(self, replies: list[list[TokenLogprob]]) -> None:
+        self.replies = list(replies)
         self.requests: list[Request] = []
 
     def complete(self, request: Request) -> Completion:
         self.requests.append(request)
-        return self.completion
+        tokens = self.replies.pop(0)
+        return Completion(text="".join(t.token for t in tokens), logprobs=tokens)
 
 
 # -- incremental ---------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ Every loader reads and checks the whole file before returning, and a problem rai
 * attributes: TOML or YAML, `domain = "..."` and `[attributes.NAME]` tables with `values = [...]`
   (the allowed set), an optional `description` and optional `keywords = {value = ["word", ...]}`;
 * rules: TOML (`[[rules]]` with `text`, optional `id`, `forbidden = [...]`, `required = [...]`,
-  `append = "..."`: a mandated statement added to a solution that lacks the required phrases)
+  `append = "..."`: a mandated statement added to a solution that lacks the required phrases,
+  `question = "..."`: the yes/no question the judge is asked, "yes" meaning the rule is broken)
   or plain text, one rule a line (`-`, `*` or `1.` bullets allowed, `#` comments skipped);
 * documents: JSONL / JSONL.gz records (`id`/`doc_id`, `title`/`question`/`focus`,
   `text`/`answer`/`body`/`content`) become one section each; any other file knowtree ingests
@@ -92,6 +93,9 @@ class Rule:
     #: a statement the domain owner mandates, appended to a solution that lacks a required phrase
     #: (it must contain every required phrase and no rule's forbidden one; checked at load)
     append: str = ""
+    #: a yes/no question whose "yes" means the rule is broken, asked of the judge instead of the
+    #: rule itself (a small model answers a concrete question better than it applies a rule)
+    question: str = ""
 
 
 @dataclass
@@ -241,9 +245,9 @@ def load_rules(path: str | Path) -> list[Rule]:
                 v = item.get(key, [])
                 if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
                     raise InputError(p, f"rule {number}: {key} must be a list of phrases")
-            append = item.get("append", "")
-            if not isinstance(append, str):
-                raise InputError(p, f"rule {number}: append must be a text")
+            append, question = item.get("append", ""), item.get("question", "")
+            if not isinstance(append, str) or not isinstance(question, str):
+                raise InputError(p, f"rule {number}: append and question must be texts")
             rules.append(
                 Rule(
                     id=str(item.get("id") or f"R{number}"),
@@ -251,6 +255,7 @@ def load_rules(path: str | Path) -> list[Rule]:
                     forbidden=list(item.get("forbidden", [])),
                     required=list(item.get("required", [])),
                     append=" ".join(append.split()),
+                    question=" ".join(question.split()),
                 )
             )
         _check_appends(p, rules)

@@ -2,14 +2,14 @@
 
 Two kinds of check per rule: deterministic ones where the rule is checkable (a forbidden phrase
 present, a required phrase missing; no model), and the model's judgment of every rule against the
-solution and the passages it cites. The judge grades each rule "yes" (broken) or "no" in one call
-(`{"1": "no", "2": "yes", ...}`, constrained to those words); each grade is read as the model's
-probability of "yes" at the grade's first token (`llm.grades.soft_grades`, where the backend reports
-log-probabilities; else the word it wrote), and a rule is broken when that probability is at least
-`VIOLATION_AT`. Why not a list of the broken rules' numbers, as before: the embedded 1.5B model
-answered "[1, 2, 3, 4]" for half the solutions it flagged, whatever they said (counting, not
-judging; benchmarks/RESULTS.md, "Solutions three ways"), and `benchmarks/bench_kb_judge.py`
-measures both judges on solutions with known, injected violations.
+solution and the passages it cites. The judge is asked one yes/no question per rule ("yes": broken;
+the rule's own `question` where the rules file gives one, a concrete question a small model answers
+better than it applies a rule), each answer read as the model's probability of "yes" at the answer's
+first token (`llm.grades.soft_grades`, where the backend reports log-probabilities; else the word it
+wrote); a rule is broken when that probability is at least `VIOLATION_AT`. Why not one call listing
+the broken rules' numbers, as before: the embedded 1.5B model answered "[1, 2, 3, 4]" for half the
+solutions it flagged, whatever they said (benchmarks/RESULTS.md, "Solutions three ways"), and
+`benchmarks/bench_kb_judge.py` measures the judges on solutions with known, injected violations.
 
 A rule may declare `append`: a statement the domain owner mandates (a disclaimer such as "See a
 doctor for a diagnosis"). When its required phrase is missing, the statement is appended to the
@@ -59,40 +59,43 @@ PASSAGE_SHOWN = 400  # characters of each cited passage the judge reads
 PASSAGES_SHOWN = 3
 
 
+def question(rule: Rule) -> str:
+    """What the judge is asked about one rule: the rule's own question, else whether it is broken."""
+    return rule.question or f'Does the solution break this rule? Rule: "{rule.text}"'
+
+
 def grades(
     client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
 ) -> list[float]:
-    """The judge's probability that the solution breaks each rule, in the rules' order (one call;
-    `passages`: the texts the solution cites, so the judge can tell whether they support it).
-    Raises `ModelOutputError` when the reply stays malformed after the client's repairs."""
-    if not rules:
-        return []
-    form = yes_no_form(len(rules), f"ComplianceGrades{len(rules)}")
+    """The judge's probability that the solution breaks each rule, in the rules' order: one short
+    call per rule, the solution (and the `passages` it cites) first and the rule's question last, so
+    a backend that keeps the prompt's prefix (llama.cpp does) reads the solution once. Raises
+    `ModelOutputError` when a reply stays malformed after the client's repairs."""
+    form = yes_no_form(1, "ComplianceAnswer")
 
-    def words_are_grades(reply: BaseModel) -> None:
-        bad = [n for n in range(1, len(rules) + 1) if grade_score(getattr(reply, f"c{n}")) is None]
-        if bad:
-            raise ValueError(f'rules {bad}: answer "yes" or "no" for each rule number')
+    def is_a_grade(reply: BaseModel) -> None:
+        if grade_score(reply.c1) is None:  # type: ignore[attr-defined]
+            raise ValueError('answer "yes" or "no"')
 
     shown = [" ".join(p.split())[:PASSAGE_SHOWN] for p in passages[:PASSAGES_SHOWN]]
-    result = ask(
-        client,
-        form,
-        "kb_compliance",
-        domain=domain or "general",
-        rules=solutions.rules_text(rules),
-        passages="\n".join(f"[{i}] {p}" for i, p in enumerate(shown, 1)) or "(none cited)",
-        solution=text,
-        purpose="kb_compliance",
-        max_tokens=8 * len(rules) + 16,
-        check=words_are_grades,
-        logprobs=JUDGE_LOGPROBS,
-    )
-    soft = soft_grades(result.logprobs) if result.logprobs else {}
     out = []
-    for n in range(1, len(rules) + 1):
-        written = grade_score(getattr(result.value, f"c{n}"))
-        out.append(soft.get(str(n), written if written is not None else 0.0))
+    for rule in rules:
+        result = ask(
+            client,
+            form,
+            "kb_compliance",
+            domain=domain or "general",
+            passages="\n".join(f"[{i}] {p}" for i, p in enumerate(shown, 1)) or "(none cited)",
+            solution=text,
+            question=question(rule),
+            purpose="kb_compliance",
+            max_tokens=16,
+            check=is_a_grade,
+            logprobs=JUDGE_LOGPROBS,
+        )
+        soft = soft_grades(result.logprobs) if result.logprobs else {}
+        written = grade_score(result.value.c1)  # type: ignore[attr-defined]
+        out.append(soft.get("1", written if written is not None else 0.0))
     return out
 
 

@@ -22,7 +22,7 @@ from knowtree.errors import KnowtreeError, NotFoundError, UserError
 SRC = Path(knowtree.__file__).parent
 #: "knowtree COMMAND" or "`COMMAND" for every command of the CLI
 CLI_COMMAND = re.compile(
-    r"(knowtree |`)(build|ask|show|trees|rm|ledger|sample|models|eval|export|import|serve|mcp|check|chat"
+    r"(knowtree |`)(build|enrich|ask|show|trees|rm|ledger|sample|models|eval|export|import|serve|mcp|check|chat"
     r"|expert|keys|kb)\b"
 )
 

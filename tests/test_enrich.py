@@ -7,12 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from conftest import write_corpus
+from knowtree.cli.app import app
 from knowtree.construct.enrich import enrich_tree
 from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
+from knowtree.core import KnowTree
 from knowtree.errors import UserError
 from knowtree.llm.base import Request
 from knowtree.llm.client import LLMClient
+from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta
 
@@ -84,6 +89,169 @@ def test_a_malformed_reply_leaves_the_node_as_it_was_and_is_counted() -> None:
     done = enrich_tree(nodes, root, client, DEFAULT_TAXONOMY)
     assert done.fallbacks == 1 and "r2" not in done.metas
     assert "s1" in done.metas  # synthesized from the child that has metadata
+
+
+def test_enrich_keeps_summarized_nodes_and_synthesizes_their_parents_from_them() -> None:
+    nodes, root = _tree()
+    shown: list[tuple[str, str]] = []
+    done_before = NodeMeta(summary="runs one and two", about=["Pixel"])
+    nodes = [n.model_copy(update={"meta": done_before}) if n.id == "r1" else n for n in nodes]
+    written: list[str] = []
+    done = enrich_tree(
+        nodes, root, LLMClient(FunctionModel(_replies(shown), max_concurrency=1)), DEFAULT_TAXONOMY,
+        keep={"r1"}, on_meta=lambda nid, _meta: written.append(nid),
+    )  # fmt: skip
+    assert [kind for kind, _ in shown] == ["leaf", "leaf", "branch"]  # r1 made no call
+    assert "runs one and two" in shown[-1][1]  # s1 is synthesized from r1's stored metadata
+    assert "r1" not in done.metas and written == ["r2", "s2", "s1"] == list(done.metas)
+
+
+# -- the enrich step on a stored tree: Tree.enrich and `knowtree enrich` -----------------------------
+
+
+def _marking(word: str, where: str = "", bad: str = "") -> FunctionModel:
+    """The keyword model, adding `word` to the summary of each leaf whose text has `where`, and
+    replying with no JSON at all to the metadata prompts (repairs included) of a text with `bad`."""
+    keyword = KeywordModel()
+
+    def reply(request: Request) -> Any:
+        text = "\n".join(m.content for m in request.messages)
+        if bad and request.schema_name in ("leaf_meta", "branch_meta") and bad in text:
+            return "not json at all"
+        got = keyword.reply(request)
+        if word and request.schema_name == "leaf_meta" and where in request.messages[-1].content:
+            got["summary"] += f" {word}."
+        return got
+
+    return FunctionModel(reply, id=f"marking-{word or 'none'}-{bad or 'ok'}")
+
+
+def _zero_call_tree(tmp_path: Path) -> Path:
+    write_corpus(tmp_path / "docs")
+    db = tmp_path / "kb.db"
+    with KnowTree(db, model=KeywordModel(), summaries="none", read_env=False) as kt:
+        assert kt.build([str(tmp_path / "docs")], tree="t").usage.calls == 0
+    return db
+
+
+def _stored(db: Path) -> dict[str, Node]:
+    with KnowTree(db, read_env=False, create=False) as kt:
+        return kt.store.load_nodes("t")
+
+
+def test_enrich_writes_metadata_only_and_the_index_sees_it(tmp_path: Path) -> None:
+    db = _zero_call_tree(tmp_path)
+    before = _stored(db)
+    assert not any(n.meta.summary for n in before.values())
+    with KnowTree(db, model=_marking("zanzibarite", where="Falcon"), read_env=False) as kt:
+        assert not TreeIndex(kt.store, "t").lexical("zanzibarite")
+        report = kt.tree("t").enrich()
+        assert report.enriched == len(before) == 4 and report.kept == 0 and report.fallbacks == 0
+        assert report.usage.calls == 4  # three leaves and the root
+        # the term only the model's summary of the launch leaf has: found at once, in that leaf
+        best = max(kt.tree("t").retrieve("zanzibarite", embedder=None), key=lambda e: e.score)
+        assert best.citation.file.endswith("launch.md") and "Falcon" in best.text
+        runs = kt.store.runs("t")
+        assert runs[0]["kind"] == "enrich" and runs[0]["status"] == "ok"
+        assert runs[0]["usage"]["calls"] == 4  # type: ignore[index]
+    after = _stored(db)
+    assert all(n.meta.summary for n in after.values())
+    for nid, node in before.items():  # nothing else changed: text, spans, children, titles
+        assert after[nid].model_copy(update={"meta": node.meta}) == node
+        assert after[nid].meta.title == node.meta.title
+
+
+def test_enrich_re_indexes_only_the_entries_whose_metadata_changed(tmp_path: Path) -> None:
+    db = _zero_call_tree(tmp_path)
+    with KnowTree(db, model=_marking("quillwort"), read_env=False) as kt:
+        entries = len(TreeIndex(kt.store, "t").rows)
+        report = kt.tree("t").enrich(leaves=False)  # the root only: its leaves are a lowest run
+        assert report.enriched == 1 and report.usage.calls == 1
+        assert report.reindexed == 1 < entries  # the root's entry; every piece kept as indexed
+        assert "quillwort" in kt.tree("t").root.meta.summary
+        assert TreeIndex(kt.store, "t").lexical("quillwort")  # indexed, with no rebuild
+
+
+def test_a_lazy_summary_written_within_the_second_of_the_build_reaches_the_index(tmp_path: Path) -> None:
+    db = _zero_call_tree(tmp_path)
+    with KnowTree(db, model=KeywordModel(), read_env=False) as kt:
+        tree = kt.tree("t")
+        assert not TreeIndex(kt.store, "t").lexical("zanzibarite")  # indexed now, as built
+        leaf = next(n for n in tree.nodes.values() if n.is_leaf and "Falcon" in n.text)
+        kt.store.update_node_meta("t", leaf, NodeMeta(summary="A zanzibarite launch."))  # what `lazy` does
+        assert TreeIndex(kt.store, "t").lexical("zanzibarite")
+        best = max(kt.tree("t").retrieve("zanzibarite", embedder=None), key=lambda e: e.score)
+        assert best.node_id == leaf.id
+
+
+def test_a_malformed_reply_is_counted_and_the_node_keeps_what_it_had(tmp_path: Path) -> None:
+    db = _zero_call_tree(tmp_path)
+    with KnowTree(db, model=_marking("", bad="Falcon"), read_env=False) as kt:
+        report = kt.tree("t").enrich()
+        assert report.fallbacks == 1 and report.enriched == 3  # two leaves and the root
+        assert "1 malformed reply" in report.line()
+    launch = next(n for n in _stored(db).values() if "Falcon" in n.text)
+    assert launch.meta == NodeMeta() and "Falcon release shipped" in launch.text
+    with KnowTree(db, model=KeywordModel(), read_env=False) as kt:  # run again: only that one left
+        again = kt.tree("t").enrich()
+        assert (again.enriched, again.kept, again.fallbacks, again.usage.calls) == (1, 3, 0, 1)
+        summary = kt.tree("t").node(launch.id).meta.summary
+        assert summary
+    with KnowTree(db, model=_marking("", bad="Falcon"), read_env=False) as kt:  # forced, it fails again
+        forced = kt.tree("t").enrich(force=True)
+        assert forced.fallbacks >= 1
+        assert kt.tree("t").node(launch.id).meta.summary == summary  # a stored summary is never lost
+
+
+def test_a_zero_call_memory_gets_one_summary_per_run_of_messages(tmp_path: Path) -> None:
+    messages = [
+        {"role": ("user", "assistant")[i % 2], "content": f"Message {i}: keeper {i} fed Pixel the dog.",
+         "timestamp": f"2023-05-0{1 + i // 6}T10:{i:02d}:00"}
+        for i in range(18)
+    ]  # fmt: skip
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel(), summaries="none", read_env=False) as kt:
+        assert kt.memory("chat").add(messages).usage.calls == 0
+        entries = len(TreeIndex(kt.store, "chat").rows)
+        report = kt.tree("chat").enrich()  # a memory: its leaves (single messages) are not summarized
+        nodes = kt.tree("chat").nodes
+        inner = [n for n in nodes.values() if not n.is_leaf]
+        assert report.enriched == len(inner) and all(n.meta.summary for n in inner)
+        assert not any(n.meta.summary for n in nodes.values() if n.is_leaf)
+        assert report.reindexed == len(inner) < entries  # the messages' pieces stay as indexed
+        assert [m["content"] for m in kt.memory("chat").messages()] == [m["content"] for m in messages]
+
+
+def _ok(cli: CliRunner, *args: str) -> str:
+    result = cli.invoke(app, list(args))
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+def test_enrich_command_skips_done_nodes_resumes_and_forces(tmp_path: Path) -> None:
+    cli = CliRunner()
+    write_corpus(tmp_path / "docs")
+    db = ("--db", "kb.db")
+    enrich = ("enrich", "t", *db, "--model", "keyword", "-q")
+    built = _ok(cli, "build", "docs", *db, "--tree", "t", "--model", "keyword", "--summaries", "none")
+    assert "0 LLM calls" in built
+    # stopped by a cap after two calls (one at a time: the first two nodes): what was done is stored
+    capped = cli.invoke(app, [*enrich, "--concurrency", "1", "--max-calls", "2"])
+    assert capped.exit_code == 1 and "error:" in capped.stderr
+    shown = json.loads(_ok(cli, "show", "t", *db, "--json"))
+    assert sum(1 for n in shown["nodes"] if n["meta"]["summary"]) == 2
+    # run again: the two done are kept, the rest is made
+    resumed = _ok(cli, *enrich)
+    assert "2 node(s) got metadata, 2 already summarized kept" in resumed and "2 LLM calls" in resumed
+    assert "0 node(s) got metadata" in _ok(cli, *enrich)
+    forced = json.loads(_ok(cli, *enrich, "--force", "--json"))
+    assert forced["enriched"] == 4 and forced["usage"]["calls"] == 0 and forced["usage"]["cached"] == 4
+    ledger = _ok(cli, "ledger", *db)
+    assert ledger.count("enrich") == 4
+    # an unknown tree: the error every command gives
+    missing = cli.invoke(app, ["enrich", "nope", *db, "--model", "keyword"])
+    shown_missing = cli.invoke(app, ["show", "nope", *db])
+    assert missing.exit_code == shown_missing.exit_code == 1
+    assert missing.stderr == shown_missing.stderr and "no tree named 'nope'" in missing.stderr
 
 
 def _mc_dataset(tmp_path: Path) -> Path:

@@ -139,6 +139,16 @@ def test_update_node_meta_is_loaded_and_searched(store: Store) -> None:
     assert [h[0] for h in store.search_nodes("t", "lighthouse")] == ["t-b"]
 
 
+def test_update_node_meta_marks_the_tree_changed_every_time_even_within_a_second(store: Store) -> None:
+    nodes = _save(store)
+    seen = [store.tree_info("t").updated]
+    for i in range(3):  # in a row, well within one second: each write is a new `updated`
+        store.update_node_meta("t", nodes[0], NodeMeta(summary=f"Version {i}."))
+        seen.append(store.tree_info("t").updated)
+    assert len(set(seen)) == 4
+    assert seen[1:] == sorted(seen[1:])  # written by `touched`: later and later
+
+
 def test_hooks_run_with_the_save_and_a_failing_one_keeps_the_previous_version(store: Store) -> None:
     seen: list[tuple[str, str]] = []
     store.on_save_tree(lambda _handle, name: seen.append(("save", name)))

@@ -3,6 +3,8 @@
 `Tree.ask` asks `knowtree.answer.router` for a plan and executes it (`run_plan`) as one recorded run:
 it reads what the plan needs from the store (nodes, the index, expert notes, a collection's
 documents) and hands nodes, a client, callbacks and retrieval results to `knowtree.answer`.
+`Tree.enrich` adds the model-written metadata to a tree built without it (`construct.enrich`), as
+one recorded run too, storing each node's as it is made.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from knowtree.errors import NotFoundError
 from knowtree.types import Answer, Node, NodeMeta, TreeInfo
 
 if TYPE_CHECKING:
+    from knowtree.construct.builder import Progress
+    from knowtree.construct.report import EnrichReport
     from knowtree.host import Host
     from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treesearch import Evidence
@@ -235,6 +239,79 @@ class Tree:
             return meta
 
         return summarize
+
+    def enrich(
+        self,
+        *,
+        leaves: bool | None = None,
+        root: bool = True,
+        force: bool = False,
+        progress: Progress | None = None,
+        on_client: Callable[[LLMClient], None] | None = None,
+    ) -> EnrichReport:
+        """Add the model-written metadata to a tree built without it (`summaries="none"`, or only in
+        part by `"lazy"`): bottom-up, with the build's prompts (`construct.enrich`), every call through
+        the client a build uses (cache, budget caps, the ledger: one "enrich" run).
+
+        Only metadata changes: text, spans, titles and time ranges stay. Each node's metadata is
+        stored as soon as it is made, and nodes already summarized are kept (their metadata feeds
+        their parents) unless `force`, so an interrupted enrich resumes where it stopped, its finished
+        calls answered by the cache. A malformed reply leaves its node as it was (`fallbacks`).
+        `leaves`: summarize every leaf too [default: yes, except in a conversation memory, whose
+        leaves are single messages: one summary per run of them]; `root`: the root too. The tree's
+        index is brought up to date at the end, re-deriving only the entries the new metadata changed."""
+        from knowtree.construct.enrich import Enriched, enrich_tree, is_summarized
+        from knowtree.construct.report import EnrichReport
+        from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
+        from knowtree.retrieve.treeindex import TreeIndex
+
+        started = time.monotonic()
+        store, name = self.kt.store, self.name
+        nodes = self.nodes
+        root_id = self.info.root_id
+        if leaves is None:
+            leaves = self.info.kind != "conversation"
+        keep = frozenset() if force else frozenset(i for i, n in nodes.items() if is_summarized(n))
+        stored = store.tree_settings(name).get("taxonomy")
+        taxonomy = list(stored) if isinstance(stored, list) and stored else None
+        flags = [f for f, on in (("leaves", leaves), ("root", root), ("force", force)) if on]
+        with self.kt.run("enrich", name, detail=", ".join(flags)) as run:
+            assert run.client is not None
+            if on_client is not None:
+                on_client(run.client)
+
+            def write(node_id: str, meta: NodeMeta) -> None:
+                store.update_node_meta(name, nodes[node_id], meta)
+                nodes[node_id] = nodes[node_id].model_copy(update={"meta": meta})
+
+            done = Enriched()
+            if root_id is not None and root_id in nodes:  # else an empty memory: nothing to enrich
+                done = enrich_tree(
+                    list(nodes.values()),
+                    root_id,
+                    run.client,
+                    taxonomy or self.kt.settings.taxonomy or DEFAULT_TAXONOMY,
+                    leaves=leaves,
+                    root=root,
+                    keep=keep,
+                    on_meta=write,
+                    progress=progress,
+                )
+            usage = run.client.usage.model_copy()
+        sync = TreeIndex(store, name).last_sync if done.metas else None  # only what changed
+        self.info = store.tree_info(name)
+        model = self.kt.model
+        return EnrichReport(
+            tree=name,
+            enriched=len(done.metas),
+            kept=len(keep),
+            fallbacks=done.fallbacks,
+            reindexed=sync.written + sync.moved if sync else 0,
+            usage=usage,
+            seconds=time.monotonic() - started,
+            run_id=run.id,
+            priced=bool(model.input_cost_per_mtok or model.output_cost_per_mtok),
+        )
 
     def retrieve(
         self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default"

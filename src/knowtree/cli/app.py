@@ -1,7 +1,7 @@
 """The `knowtree` command: thin, parse → settings → pipeline → print.
 
 This module only builds the typer app and registers the command modules, one per group of
-commands: `trees` (build, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
+commands: `trees` (build, enrich, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
 `docs` (export, import), `serve` (serve, mcp), and the sub-commands `chat`, `expert`, `keys`, `kb`.
 Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
 `common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
@@ -48,6 +48,7 @@ def _main(
 # the order here is the order of `knowtree --help`
 for _name, _command in (
     ("build", trees.build),
+    ("enrich", trees.enrich),
     ("ask", trees.ask),
     ("show", trees.show),
     ("trees", trees.trees),

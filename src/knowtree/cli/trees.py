@@ -1,4 +1,4 @@
-"""The tree commands: `knowtree build`, `ask`, `show`, `trees`, `rm` (registered in `app.py`)."""
+"""The tree commands: `knowtree build`, `enrich`, `ask`, `show`, `trees`, `rm` (registered in `app.py`)."""
 
 from __future__ import annotations
 
@@ -124,6 +124,58 @@ def build(
         for line in report.skipped:
             typer.echo(f"skipped: {line}", err=True)
         echo_report(report, as_json, fallbacks="node(s)")
+
+    run(go)
+
+
+def enrich(
+    tree: TreeArg,
+    db: DbOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    threads: ThreadsOpt = None,
+    concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
+    leaves: Annotated[
+        bool | None,
+        typer.Option(
+            "--leaves/--no-leaves",
+            help="summarize every leaf too (default: yes; memories: no, one summary per run of messages)",
+        ),
+    ] = None,
+    root: Annotated[bool, typer.Option("--root/--no-root", help="summarize the root too")] = True,
+    force: Annotated[
+        bool, typer.Option("--force", help="summarize again the nodes that already have a summary")
+    ] = False,
+    max_calls: MaxCallsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add model-written metadata (summaries...) to a tree built with --summaries none (or lazy).
+
+    Bottom-up with the build's prompts; only metadata changes. Nodes already summarized are kept
+    unless --force, and each node is stored when done: an interrupted enrich resumes when run again.
+    A malformed reply leaves its node as it was (counted). The tree's index is updated for what changed."""
+    from knowtree.cli.progress import BuildProgress
+
+    def go() -> None:
+        kt = open_kt(
+            db=db,
+            model=model,
+            base_url=base_url,
+            threads=threads,
+            concurrency=concurrency,
+            create=False,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+        )
+        with kt, BuildProgress(enabled=not quiet) as bar:
+            report = kt.tree(tree).enrich(
+                leaves=leaves, root=root, force=force, progress=bar.update, on_client=bar.attach
+            )
+        echo_report(report, as_json)
 
     run(go)
 

@@ -11,6 +11,11 @@ afterwards, bottom-up, with the same prompts as an eager build:
   single child takes that child's metadata;
 * the root only when `root` (its summary is not part of any piece's context).
 
+Nodes in `keep` (already summarized: `is_summarized`) make no call; their stored metadata is what
+their parent is synthesized from, so an interrupted enrich resumes where it stopped. A level's calls
+run at once, up to the client's concurrency, as a build's do; `on_meta` hears each node's new
+metadata as soon as it is made (the facade stores it there).
+
 Structural fields stay the tree's own: a node keeps its title and time range, and its `about` list
 comes first. A malformed reply leaves the node's metadata as it was and is counted (`fallbacks`):
 it never becomes a summary.
@@ -18,9 +23,11 @@ it never becomes a summary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from knowtree.construct.builder import Progress
 from knowtree.construct.metadata import extract_leaf, synthesize_branch
 from knowtree.construct.structure import META_CHARS
 from knowtree.errors import ModelOutputError
@@ -79,6 +86,12 @@ def _levels(nodes: Mapping[str, Node], root_id: str) -> list[list[str]]:
     return out
 
 
+def is_summarized(node: Node) -> bool:
+    """The node's metadata was written by a model: a summary that is not a fallback's opening text
+    (what `enrich_tree` keeps unless forced)."""
+    return bool(node.meta.summary) and node.meta.fallback is None
+
+
 def enrich_tree(
     nodes: Sequence[Node],
     root_id: str,
@@ -87,33 +100,57 @@ def enrich_tree(
     *,
     leaves: bool = False,
     root: bool = False,
+    keep: Collection[str] = frozenset(),
+    on_meta: Callable[[str, NodeMeta], None] | None = None,
+    progress: Progress | None = None,
 ) -> Enriched:
-    """Model-written metadata for the nodes of a tree built without it (see the module docstring)."""
+    """Model-written metadata for the nodes of a tree built without it (see the module docstring).
+
+    `keep`: ids of nodes left as they are (their metadata feeds their parents); `on_meta(node id,
+    metadata)`: called for each node's new metadata as it is made; `progress(stage, done, total)`:
+    after each node worked on."""
     by_id = {n.id: n for n in nodes}
     done = Enriched()
+    known = {i: by_id[i].meta for i in keep if i in by_id}  # what a parent is synthesized from
 
-    def put(node: Node, meta: NodeMeta, used: Usage) -> None:
-        done.metas[node.id] = _keep_structure(node, meta)
-        done.usage.add(used)
+    def wanted(node: Node) -> bool:
+        if node.id in known or (node.kind is NodeKind.ROOT and not root):
+            return False
+        return not node.is_leaf or (leaves and bool(node.text.strip()))
 
-    for level in _levels(by_id, root_id):
-        for nid in level:
-            node = by_id[nid]
-            if node.kind is NodeKind.ROOT and not root:
-                continue
-            kids = [by_id[c] for c in node.children]
-            try:
-                if node.is_leaf:
-                    if leaves and node.text.strip():
-                        put(node, *extract_leaf(client, node.text[:META_CHARS], taxonomy))
-                elif all(k.is_leaf for k in kids) and not leaves:
-                    put(node, *extract_leaf(client, _text_below(node, by_id), taxonomy))
-                else:
-                    known = [done.metas[k.id] for k in kids if k.id in done.metas]
-                    if len(known) == 1 and len(kids) == 1:
-                        put(node, known[0], Usage())
-                    elif known:
-                        put(node, *synthesize_branch(client, known))
-            except ModelOutputError:
-                done.fallbacks += 1
+    def make(node: Node) -> tuple[NodeMeta, Usage] | None:
+        if node.is_leaf:
+            return extract_leaf(client, node.text[:META_CHARS], taxonomy)
+        kids = [by_id[c] for c in node.children]
+        if all(k.is_leaf for k in kids) and not leaves:
+            return extract_leaf(client, _text_below(node, by_id), taxonomy)
+        metas = [known[k.id] for k in kids if k.id in known]
+        if len(metas) == 1 and len(kids) == 1:
+            return metas[0], Usage()
+        return synthesize_branch(client, metas) if metas else None
+
+    def attempt(node: Node) -> tuple[Node, tuple[NodeMeta, Usage] | None, ModelOutputError | None]:
+        try:
+            return node, make(node), None
+        except ModelOutputError as exc:
+            return node, None, exc
+
+    levels = [[by_id[i] for i in level if wanted(by_id[i])] for level in _levels(by_id, root_id)]
+    total, count = sum(map(len, levels)), 0
+    with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
+        for height, level in enumerate(levels):
+            stage = "leaves" if height == 0 else "root" if level and level[0].id == root_id else "branches"
+            for node, made, failed in pool.map(attempt, level):
+                if failed is not None:
+                    done.fallbacks += 1
+                    if isinstance(failed.usage, Usage):
+                        done.usage.add(failed.usage)
+                elif made is not None:
+                    meta = known[node.id] = done.metas[node.id] = _keep_structure(node, made[0])
+                    done.usage.add(made[1])
+                    if on_meta is not None:
+                        on_meta(node.id, meta)
+                count += 1
+                if progress is not None:
+                    progress(stage, count, total)
     return done

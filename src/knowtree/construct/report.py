@@ -1,5 +1,6 @@
-"""What a build or a removal did, as the facades report it: `BuildReport` (`knowtree build`) and
-`RemoveReport` (`knowtree rm --doc`). Plain records: the facade fills in the run id and the time."""
+"""What a build, an enrich step or a removal did, as the facades report it: `BuildReport`
+(`knowtree build`), `EnrichReport` (`knowtree enrich`) and `RemoveReport` (`knowtree rm --doc`).
+Plain records: the facade fills in the run id and the time."""
 
 from __future__ import annotations
 
@@ -32,6 +33,40 @@ class BuildReport:
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
             f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
             f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
+        )
+
+
+@dataclass
+class EnrichReport:
+    """What `Tree.enrich` did: nodes that got model-written metadata, nodes kept as they were
+    (already summarized), malformed replies (their nodes left as they were) and index entries written
+    again (only those the new metadata changed)."""
+
+    tree: str
+    enriched: int
+    kept: int
+    fallbacks: int
+    reindexed: int
+    usage: Usage
+    seconds: float
+    run_id: str
+    priced: bool = False
+
+    def line(self) -> str:
+        u = self.usage
+        cost = f" (${u.cost_usd:.4f})" if self.priced or u.cost_usd else ""
+        kept = f", {self.kept} already summarized kept" if self.kept else ""
+        failed = (
+            f"; {self.fallbacks} malformed repl{'y' if self.fallbacks == 1 else 'ies'}: "
+            "those nodes left as they were (run again to retry them)"
+            if self.fallbacks
+            else ""
+        )
+        return (
+            f"enriched tree {self.tree!r}: {self.enriched} node(s) got metadata{kept}, "
+            f"{self.reindexed} index entries updated, in {self.seconds:.1f}s; "
+            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
+            f"{u.cached} answered from cache, {u.calls} LLM calls{failed}"
         )
 
 

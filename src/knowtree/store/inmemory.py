@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
 from knowtree.store.protocol import SaveHook, TreeHook, save_hook
-from knowtree.store.rows import MESSAGE_KEYS, fts_body
+from knowtree.store.rows import MESSAGE_KEYS, fts_body, touched
 from knowtree.types import Document, Node, NodeKind, NodeMeta, TreeInfo, Usage
 
 _TERM = re.compile(r"[^\W_]+")
@@ -161,9 +161,11 @@ class InMemoryStore:
         return sorted(hits, key=lambda h: -h[1])[:limit]
 
     def update_node_meta(self, name: str, node: Node, meta: NodeMeta) -> None:
-        stored = self._tree(name).nodes.get(node.id)
+        t = self._tree(name)
+        stored = t.nodes.get(node.id)
         if stored is not None:
             stored.meta = meta.model_copy(deep=True)
+            t.updated = touched(t.updated)
 
     # -- conversation memories -------------------------------------------------------------------
     def save_memory_step(

@@ -101,7 +101,9 @@ class Store(Protocol):
         ...
 
     def update_node_meta(self, name: str, node: Node, meta: NodeMeta) -> None:
-        """Replace a stored node's metadata (a summary computed after the build)."""
+        """Replace a stored node's metadata (a summary computed after the build, an enrich step) and
+        mark the tree changed: its `TreeInfo.updated` moves on (strictly, even within a second), so
+        what is derived from the tree (its index) is brought up to date on its next use."""
         ...
 
     # -- conversation memories -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
@@ -93,8 +94,30 @@ def delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
     c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
 
 
+def touched(previous: str | None) -> str:
+    """A tree's next `updated` time after an in-place change: now, to the microsecond, and always
+    after `previous`, so whatever compares it (the tree index's signature, the server's cached views)
+    sees every change, several within one second included."""
+    now = datetime.now(UTC)
+    try:
+        before = datetime.fromisoformat(previous) if previous else None
+    except ValueError:  # not a time we wrote: any new value differs from it
+        before = None
+    if before is not None and before.tzinfo is not None and now <= before:
+        now = before + timedelta(microseconds=1)
+    return now.isoformat(timespec="microseconds")
+
+
+def touch_tree(c: sqlite3.Connection, name: str) -> None:
+    """Mark the tree `name` changed in place (its `updated` time moves on: `touched`)."""
+    row = c.execute("SELECT updated FROM trees WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        c.execute("UPDATE trees SET updated = ? WHERE name = ?", (touched(row[0]), name))
+
+
 def update_node_meta(c: sqlite3.Connection, name: str, node: Node, meta: NodeMeta) -> None:
-    """Replace one node's metadata and refresh its full-text row (its node row exists), by key."""
+    """Replace one node's metadata and refresh its full-text row (its node row exists), by key; the
+    tree is marked changed (`touch_tree`), so its index re-derives what the new metadata changed."""
     c.execute(
         "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?", (meta.model_dump_json(), name, node.id)
     )
@@ -102,6 +125,7 @@ def update_node_meta(c: sqlite3.Connection, name: str, node: Node, meta: NodeMet
         "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
         (fts_body(node.model_copy(update={"meta": meta})), name, node.id),
     )
+    touch_tree(c, name)
 
 
 def message_row(name: str, m: Mapping[str, object]) -> tuple[object, ...]:

@@ -313,7 +313,8 @@ class SQLiteStore:
         return json.loads(rows[0][0] or "{}")
 
     def update_node_meta(self, name: str, node: Node, meta: NodeMeta) -> None:
-        """Replace a stored node's metadata (a summary computed after the build), full text included."""
+        """Replace a stored node's metadata (a summary computed after the build), full text included;
+        the tree's `updated` time moves on, so its index sees the new metadata on its next use."""
         with self._tx() as c:
             update_node_meta(c, name, node, meta)
 

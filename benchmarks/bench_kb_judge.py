@@ -158,6 +158,39 @@ def rates(found: list[tuple[str, set[str]]], rule_ids: list[str]) -> dict[str, A
     return out
 
 
+THRESHOLDS = [round(0.30 + 0.01 * i, 2) for i in range(26)]  # 0.30 … 0.55
+
+
+def sweep(rows: list[dict[str, Any]], rule_ids: list[str], choose: int) -> dict[str, Any]:
+    """The graded judge's threshold chosen on solutions 1..`choose` (most injected violations
+    detected minus the share of clean (solution, rule) pairs flagged; ties: the higher threshold),
+    and its rates on those and on the other solutions."""
+
+    def at(t: float, part: list[dict[str, Any]]) -> dict[str, Any]:
+        return rates([(r["version"], {k for k, x in r["p"].items() if x >= t}) for r in part], rule_ids)
+
+    def flagged_share(t: float, part: list[dict[str, Any]]) -> float:
+        clean = [r for r in part if r["version"] == "clean"]
+        return sum(x >= t for r in clean for x in r["p"].values()) / max(1, len(clean) * len(rule_ids))
+
+    chosen_on = [r for r in rows if r["solution"] <= choose]
+    held = [r for r in rows if r["solution"] > choose]
+    best = max(
+        THRESHOLDS,
+        key=lambda t: (at(t, chosen_on)["detected (mean over rules)"] - flagged_share(t, chosen_on), t),
+    )
+    return {
+        "chosen on solutions": f"1-{choose}",
+        "threshold": best,
+        "on those": {**at(best, chosen_on), "clean pairs flagged": round(flagged_share(best, chosen_on), 3)},
+        "on the others": {**at(best, held), "clean pairs flagged": round(flagged_share(best, held), 3)},
+        "by threshold (all solutions)": {
+            str(t): [at(t, rows)["false alarm (any rule)"], at(t, rows)["detected (mean over rules)"]]
+            for t in THRESHOLDS[::5]
+        },
+    }
+
+
 def cited_passages(db: str) -> dict[str, list[str]]:
     """Stored solution text → the texts of the chunks its citations name (read-only)."""
     import sqlite3
@@ -183,6 +216,9 @@ def main() -> None:
     ap.add_argument("--db", required=True, help="a database for the model cache and ledger")
     ap.add_argument("--model", default="local")
     ap.add_argument("--judges", default="list,graded")
+    ap.add_argument(
+        "--choose", type=int, default=6, help="the graded judge's threshold is chosen on solutions 1..N"
+    )
     ap.add_argument(
         "--kb-db", default=None, help="the KB database the solutions were stored in (for their passages)"
     )
@@ -234,10 +270,10 @@ def main() -> None:
                 j: {**rates(found[j], rule_ids), "median s": round(statistics.median(seconds[j]), 1)}
                 for j in judges
             }
-            if "graded" in judges:  # other thresholds, from the same probabilities
-                for at in (0.3, 0.7):
-                    alt = [(r["version"], {k for k, x in r["p"].items() if x >= at}) for r in rows]
-                    summary[f"graded at {at}"] = rates(alt, rule_ids)
+            if (
+                "graded" in judges
+            ):  # the threshold, chosen on the first solutions, from the same probabilities
+                summary["threshold"] = sweep(rows, rule_ids, args.choose)
             target.write_text(
                 json.dumps(
                     {

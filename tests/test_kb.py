@@ -626,6 +626,27 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
     assert data["issue"]["id"] in {r["id"] for r in rows} and all("members" in r for r in rows)
     out = runner.invoke(app, ["kb", "show", "hp", "--db", db])
     assert out.exit_code == 0 and "●" in out.output and "solution: ok" in out.output
+    # new rules: the stored solution is kept, marked stale, and regenerated under them at its next ask
+    (tmp_path / "rules2.toml").write_text(
+        RULES + '[[rules]]\nid = "desk"\ntext = "Name the help desk."\nrequired = ["help desk"]\n'
+        'append = "The help desk can also help."\n'
+    )
+    out = runner.invoke(app, ["kb", "rules", "hp", "--rules", str(tmp_path / "rules2.toml"), "--db", db])
+    assert out.exit_code == 0 and "1 stored solutions marked stale" in out.output, out.output
+    rows = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in runner.invoke(
+            app, ["kb", "export", "hp", "--format", "jsonl", "--db", db]
+        ).output.splitlines()
+    }
+    assert (
+        rows[data["issue"]["id"]]["status"] == "stale"
+        and rows[data["issue"]["id"]]["solution"] == data["solution"]
+    )
+    again = json.loads(runner.invoke(app, ["kb", "ask", "hp", "battery drains fast", "--json", *base]).output)
+    assert again["solution"].endswith("The help desk can also help.")
+    bad = runner.invoke(app, ["kb", "rules", "hp", "--rules", files["attributes"], "--db", db])
+    assert bad.exit_code != 0 and "attrs.toml" in bad.output
     (tmp_path / "bad.toml").write_text("[attributes]\n")
     out = runner.invoke(
         app,

@@ -59,7 +59,9 @@ class StoredRows:
     def save_parts(self, **parts: Any) -> None:
         kbstore.save_parts(self.store, self.name, **parts)
 
-    def save_solution(self, issue_id: str, solution: Any, status: str, compliance: list[dict[str, Any]]) -> None:
+    def save_solution(
+        self, issue_id: str, solution: Any, status: str, compliance: list[dict[str, Any]]
+    ) -> None:
         kbstore.save_solution(self.store, self.name, issue_id, solution, status, compliance)
 
     def mark_stale(self, issue_ids: Sequence[str]) -> None:
@@ -130,6 +132,13 @@ class KB:
             if on_client:
                 on_client(run.client)
             return fn(self._context(run.client, progress))
+
+    def set_rules(self, rules: str | Path | Sequence[Rule]) -> int:
+        """Replace the KB's domain rules (a rules file or `Rule`s, checked before anything changes).
+        Stored solutions are kept, marked `stale`: each is regenerated and checked under the new
+        rules the next time it is retrieved. Returns how many were marked."""
+        rule_list = load_rules(rules) if isinstance(rules, str | Path) else list(rules)
+        return kbstore.set_rules(self.kt.store, self.name, [r.__dict__ for r in rule_list])
 
     # -- build and grow ------------------------------------------------------------------------
     def build(

@@ -126,6 +126,26 @@ def add(
     run(go, interrupted=_INTERRUPTED)
 
 
+@kb_app.command("rules")
+def rules(
+    name: NameArg,
+    rules_file: Annotated[str, typer.Option("--rules", help="the new domain rules: TOML or text")],
+    db: DbOpt = None,
+) -> None:
+    """Replace a KB's domain rules; stored solutions are kept and regenerated at their next ask."""
+
+    def go() -> None:
+        kt = open_kt(db=db, create=False)
+        with kt:
+            marked = kt.kb(name).set_rules(rules_file)
+        typer.echo(
+            f"rules of {name!r} replaced from {rules_file}; {marked} stored solutions marked stale "
+            "(regenerated and checked under the new rules at their next ask)"
+        )
+
+    run(go)
+
+
 @kb_app.command("ask")
 def ask(
     name: NameArg,

@@ -138,6 +138,20 @@ def mark_stale(store: SQLiteStore, kb: str, issue_ids: Sequence[str]) -> None:
         )
 
 
+def set_rules(store: SQLiteStore, kb: str, rules: list[dict[str, Any]]) -> int:
+    """Replace a KB's domain rules; every stored solution is kept but marked `stale` (checked under
+    the old rules, it is regenerated at its next ask). Returns how many were marked."""
+    kb_record(store, kb)  # fails clearly when the KB does not exist
+    with store.transaction() as c:
+        c.execute(
+            "UPDATE kbs SET rules_json = ?, updated = ? WHERE name = ?", (json.dumps(rules), _now(), kb)
+        )
+        marked = c.execute(
+            "UPDATE kb_issues SET status = 'stale' WHERE kb = ? AND solution_json IS NOT NULL", (kb,)
+        ).rowcount
+    return int(marked)
+
+
 def delete_kb(store: SQLiteStore, name: str) -> None:
     kb_record(store, name)
     with store.transaction() as c:

@@ -53,7 +53,7 @@ def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str,
     return out
 
 
-VIOLATION_AT = 0.5  # the judge's probability of "broken" from which a rule counts as broken
+VIOLATION_AT = 0.42  # P("yes, broken") from which a rule counts as broken (chosen on injected violations: RESULTS.md)
 JUDGE_LOGPROBS = 8  # alternatives per reply token asked for
 PASSAGE_SHOWN = 400  # characters of each cited passage the judge reads
 PASSAGES_SHOWN = 3

@@ -782,3 +782,10 @@ def test_an_overlong_solution_is_cut_at_a_sentence_end_not_refused() -> None:
         LLMClient(FunctionModel(lambda r: {"solution": "Charge it fully."})), "d", issue, [], []
     )
     assert short["text"] == "Charge it fully." and "cut_from" not in short
+    # cut by the engine's grammar at the schema's maxLength: back to the last whole sentence
+    cut = ("Charge the headphones for two hours. " * 30)[: solutions.SOLUTION_CHARS - 9] + " and then"
+    at_cap = solutions.generate(LLMClient(FunctionModel(lambda r: {"solution": cut})), "d", issue, [], [])
+    assert at_cap["text"].endswith("for two hours.") and at_cap["cut_from"] == len(cut)
+    whole = ("Charge the headphones for two hours. " * 30)[: solutions.SOLUTION_CHARS - 1].rstrip() + "."
+    kept = solutions.generate(LLMClient(FunctionModel(lambda r: {"solution": whole})), "d", issue, [], [])
+    assert kept["text"] == whole and "cut_from" not in kept

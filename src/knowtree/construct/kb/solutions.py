@@ -10,6 +10,7 @@ a verified citation is marked `ungrounded`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from knowtree.text import quote_score
 TOP_K = 5
 CHUNK_SHOWN = 700
 SOLUTION_CHARS = 700  # asked for: the schema's maxLength, kept by backends that enforce it
-# kept: the embedded engine's grammar does not enforce maxLength, and a 900-character medical solution
+# kept: the embedded engine's grammar does not always enforce maxLength, and a 900-character medical solution
 # failed validation three times and crashed a `kb ask`; a longer one is cut at a sentence end and the
 # cut recorded (`cut_from`), as tree summaries are (`construct.metadata.cap_summary`)
 SOLUTION_KEEP = 1500
@@ -105,8 +106,13 @@ def generate(
     ).value
     cited, unverified = verify_citations(reply.citations[:MAX_CITATIONS], passages)
     text = reply.solution.strip()
+    kept = cap(text)
+    if len(kept) >= SOLUTION_CHARS - 1 and not ends_a_sentence(kept):
+        # the embedded engine's grammar closes the string at the schema's maxLength, mid-sentence
+        # ("Avoid prescribing medicines or giving"): keep the whole sentences before it
+        kept = cap(kept, len(kept) - 1) if _SENTENCE_END.search(kept) else kept
     out: dict[str, Any] = {
-        "text": cap(text),
+        "text": kept,
         "citations": cited,
         "unverified": unverified,
         "chunks": [c.id for c in passages],
@@ -114,6 +120,13 @@ def generate(
     if len(out["text"]) < len(text):
         out["cut_from"] = len(text)
     return out
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?:\s|$)")
+
+
+def ends_a_sentence(text: str) -> bool:
+    return text.rstrip().rstrip("\"')]").endswith((".", "!", "?"))
 
 
 def cap(text: str, limit: int = SOLUTION_KEEP) -> str:

@@ -191,6 +191,30 @@ def sweep(rows: list[dict[str, Any]], rule_ids: list[str], choose: int) -> dict[
     }
 
 
+def per_rule(rows: list[dict[str, Any]], rule_ids: list[str], choose: int) -> dict[str, Any]:
+    """A threshold per rule, chosen on solutions 1..`choose` (that rule's detections minus its clean
+    flags; ties: the higher), with its rates on the other solutions: for a rules file's `threshold`."""
+    out = {}
+    for rule in rule_ids:
+
+        def rates_at(t: float, part: list[dict[str, Any]], rule: str = rule) -> tuple[float, float]:
+            clean = [r["p"][rule] >= t for r in part if r["version"] == "clean"]
+            broken = [r["p"][rule] >= t for r in part if r["version"] == rule]
+            return sum(broken) / max(1, len(broken)), sum(clean) / max(1, len(clean))
+
+        chosen_on = [r for r in rows if r["solution"] <= choose]
+        held = [r for r in rows if r["solution"] > choose]
+        grid = [round(0.30 + 0.01 * i, 2) for i in range(41)]  # 0.30 … 0.70
+        best = max(grid, key=lambda t: (rates_at(t, chosen_on)[0] - rates_at(t, chosen_on)[1], t))
+        (d0, f0), (d1, f1) = rates_at(best, chosen_on), rates_at(best, held)
+        out[rule] = {
+            "threshold": best,
+            "chosen on": [round(d0, 3), round(f0, 3)],
+            "others": [round(d1, 3), round(f1, 3)],
+        }
+    return out
+
+
 def cited_passages(db: str) -> dict[str, list[str]]:
     """Stored solution text → the texts of the chunks its citations name (read-only)."""
     import sqlite3
@@ -208,12 +232,15 @@ def cited_passages(db: str) -> dict[str, list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--solutions", required=True, help="a bench_kb_solutions.py --out JSON (its rows' texts)")
+    ap.add_argument("--rescore", default=None, help="only recompute the thresholds of a saved --out JSON")
+    ap.add_argument(
+        "--solutions", required=False, help="a bench_kb_solutions.py --out JSON (its rows' texts)"
+    )
     ap.add_argument(
         "--arms", default="KB,own knowledge,raw-chunk RAG", help="whose solutions, comma-separated"
     )
     ap.add_argument("--limit", type=int, default=None, help="at most N solutions")
-    ap.add_argument("--db", required=True, help="a database for the model cache and ledger")
+    ap.add_argument("--db", help="a database for the model cache and ledger (required unless --rescore)")
     ap.add_argument("--model", default="local")
     ap.add_argument("--judges", default="list,graded")
     ap.add_argument(
@@ -224,6 +251,19 @@ def main() -> None:
     )
     ap.add_argument("--out", default=None, help="JSON with every version's verdicts (default: beside --db)")
     args = ap.parse_args()
+    if args.rescore:
+        saved = json.loads(Path(args.rescore).read_text())
+        ids = list(saved["rows"][0]["p"])
+        print(
+            json.dumps(
+                {
+                    "threshold": sweep(saved["rows"], ids, args.choose),
+                    "per rule": per_rule(saved["rows"], ids, args.choose),
+                },
+                indent=1,
+            )
+        )
+        return
     sys.path.insert(0, str(ROOT / "src"))
     import knowtree
     from knowtree.construct.kb import compliance
@@ -259,7 +299,9 @@ def main() -> None:
                         p = compliance.grades(client, domain, version, rules, cited.get(text, []))
                         row["p"] = dict(zip(rule_ids, (round(x, 3) for x in p), strict=True))
                         flagged = {
-                            r for r, x in zip(rule_ids, p, strict=True) if x >= compliance.VIOLATION_AT
+                            r.id
+                            for r, x in zip(rules, p, strict=True)
+                            if x >= (r.threshold if r.threshold is not None else compliance.VIOLATION_AT)
                         }
                     seconds[judge].append(time.monotonic() - started)
                     found[judge].append((kind, flagged))
@@ -274,6 +316,9 @@ def main() -> None:
                 "graded" in judges
             ):  # the threshold, chosen on the first solutions, from the same probabilities
                 summary["threshold"] = sweep(rows, rule_ids, args.choose)
+                summary["threshold per rule ([detected, clean flagged])"] = per_rule(
+                    rows, rule_ids, args.choose
+                )
             target.write_text(
                 json.dumps(
                     {

@@ -188,6 +188,11 @@ def test_a_mandated_statement_must_satisfy_its_rule_and_break_none(tmp_path: Pat
         with pytest.raises(InputError, match=r"bad\.toml: rule 3") as err:
             load_rules(tmp_path / "bad.toml")
         assert why in str(err.value)
+    (tmp_path / "t.toml").write_text('[[rules]]\ntext = "Be kind."\nthreshold = 0.6\n')
+    assert load_rules(tmp_path / "t.toml")[0].threshold == 0.6
+    (tmp_path / "bad.toml").write_text('[[rules]]\ntext = "Be kind."\nthreshold = 2\n')
+    with pytest.raises(InputError, match="threshold must be a number between 0 and 1"):
+        load_rules(tmp_path / "bad.toml")
     (tmp_path / "bad.toml").write_text('[[rules]]\ntext = "Be kind."\nappend = "Be kind."\n')
     with pytest.raises(InputError, match="append needs required phrases"):
         load_rules(tmp_path / "bad.toml")
@@ -487,6 +492,11 @@ def test_the_judge_asks_each_rules_question_and_reads_the_log_probabilities(tmp_
     with kt:
         p = compliance.grades(kt.client(), "tv", "Unplug the TV.", rules, ["Unplug the TV to restart it."])
         found = compliance.judge(kt.client(), "tv", "Unplug it.", rules)
+        strict = [Rule(id="r1", text="Rule one.", threshold=0.3), *rules[1:]]  # its own threshold
+        again = compliance.judge(
+            kt.client(), "tv", "Unplug the TV.", strict, ["Unplug the TV to restart it."]
+        )
+    assert [v["rule"] for v in again] == ["r1", "r2"]  # the same (cached) answers, r1 now broken
     assert 0.3 < p[0] < 0.4 and p[1] > 0.9 and p[2] < 0.05  # the first "no" was a near coin flip
     assert [v["rule"] for v in found] == ["r2"]
     prompts = [r.messages[-1].content for r in model.requests]

@@ -10,7 +10,8 @@ Every loader reads and checks the whole file before returning, and a problem rai
   (the allowed set), an optional `description` and optional `keywords = {value = ["word", ...]}`;
 * rules: TOML (`[[rules]]` with `text`, optional `id`, `forbidden = [...]`, `required = [...]`,
   `append = "..."`: a mandated statement added to a solution that lacks the required phrases,
-  `question = "..."`: the yes/no question the judge is asked, "yes" meaning the rule is broken)
+  `question = "..."`: the yes/no question the judge is asked, "yes" meaning the rule is broken,
+  `threshold = 0.5`: the judge's P(yes) from which this rule counts as broken)
   or plain text, one rule a line (`-`, `*` or `1.` bullets allowed, `#` comments skipped);
 * documents: JSONL / JSONL.gz records (`id`/`doc_id`, `title`/`question`/`focus`,
   `text`/`answer`/`body`/`content`) become one section each; any other file knowtree ingests
@@ -96,6 +97,9 @@ class Rule:
     #: a yes/no question whose "yes" means the rule is broken, asked of the judge instead of the
     #: rule itself (a small model answers a concrete question better than it applies a rule)
     question: str = ""
+    #: P(yes) from which the judge's answer counts as broken, where this rule's question needs its
+    #: own (None: `compliance.VIOLATION_AT`); `benchmarks/bench_kb_judge.py` measures one
+    threshold: float | None = None
 
 
 @dataclass
@@ -248,6 +252,11 @@ def load_rules(path: str | Path) -> list[Rule]:
             append, question = item.get("append", ""), item.get("question", "")
             if not isinstance(append, str) or not isinstance(question, str):
                 raise InputError(p, f"rule {number}: append and question must be texts")
+            threshold = item.get("threshold")
+            if threshold is not None and (
+                isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1
+            ):
+                raise InputError(p, f"rule {number}: threshold must be a number between 0 and 1")
             rules.append(
                 Rule(
                     id=str(item.get("id") or f"R{number}"),
@@ -256,6 +265,7 @@ def load_rules(path: str | Path) -> list[Rule]:
                     required=list(item.get("required", [])),
                     append=" ".join(append.split()),
                     question=" ".join(question.split()),
+                    threshold=float(threshold) if threshold is not None else None,
                 )
             )
         _check_appends(p, rules)

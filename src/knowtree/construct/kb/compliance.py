@@ -6,7 +6,8 @@ solution and the passages it cites. The judge is asked one yes/no question per r
 the rule's own `question` where the rules file gives one, a concrete question a small model answers
 better than it applies a rule), each answer read as the model's probability of "yes" at the answer's
 first token (`llm.grades.soft_grades`, where the backend reports log-probabilities; else the word it
-wrote); a rule is broken when that probability is at least `VIOLATION_AT`. Why not one call listing
+wrote); a rule is broken when that probability is at least its `threshold` (a rules file may give one
+per rule; else `VIOLATION_AT`). Why not one call listing
 the broken rules' numbers, as before: the embedded 1.5B model answered "[1, 2, 3, 4]" for half the
 solutions it flagged, whatever they said (benchmarks/RESULTS.md, "Solutions three ways"), and
 `benchmarks/bench_kb_judge.py` measures the judges on solutions with known, injected violations.
@@ -53,7 +54,9 @@ def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str,
     return out
 
 
-VIOLATION_AT = 0.42  # P("yes, broken") from which a rule counts as broken (chosen on injected violations: RESULTS.md)
+VIOLATION_AT = (
+    0.42  # P("yes, broken") from which a rule counts as broken (chosen on injected violations: RESULTS.md)
+)
 JUDGE_LOGPROBS = 8  # alternatives per reply token asked for
 PASSAGE_SHOWN = 400  # characters of each cited passage the judge reads
 PASSAGES_SHOWN = 3
@@ -102,11 +105,11 @@ def grades(
 def judge(
     client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
-    """The rules the judge finds broken (`grades` ≥ `VIOLATION_AT`), as violations."""
+    """The rules the judge finds broken (`grades` ≥ the rule's `threshold`, else `VIOLATION_AT`)."""
     return [
         {"rule": rule.id, "check": "model", "detail": f"judged broken (p={p:.2f})", "p": round(p, 3)}
         for rule, p in zip(rules, grades(client, domain, text, rules, passages), strict=True)
-        if p >= VIOLATION_AT
+        if p >= (rule.threshold if rule.threshold is not None else VIOLATION_AT)
     ]
 
 

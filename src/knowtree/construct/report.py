@@ -9,6 +9,15 @@ from dataclasses import dataclass, field
 from knowtree.types import Usage
 
 
+def _spent(u: Usage, priced: bool) -> str:
+    """Tokens (and their cost, when the model has prices or a cost was recorded), cache hits, calls."""
+    cost = f" (${u.cost_usd:.4f})" if priced or u.cost_usd else ""
+    return (
+        f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
+        f"{u.cached} answered from cache, {u.calls} LLM calls"
+    )
+
+
 @dataclass
 class BuildReport:
     tree: str
@@ -25,14 +34,11 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)  # "path: reason" of each file --skip-bad left out
 
     def line(self) -> str:
-        u = self.usage
-        cost = f" (${u.cost_usd:.4f})" if self.priced or u.cost_usd else ""  # $ when prices are set
         skipped = f"; skipped {len(self.skipped)} bad file(s)" if self.skipped else ""
         return (
             f"built tree {self.tree!r}: {self.documents} document(s), {self.nodes} nodes "
             f"({self.leaves} leaves, depth {self.depth}) in {self.seconds:.1f}s; "
-            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
-            f"{u.cached} answered from cache, {u.calls} LLM calls{skipped}"
+            f"{_spent(self.usage, self.priced)}{skipped}"
         )
 
 
@@ -53,8 +59,6 @@ class EnrichReport:
     priced: bool = False
 
     def line(self) -> str:
-        u = self.usage
-        cost = f" (${u.cost_usd:.4f})" if self.priced or u.cost_usd else ""
         kept = f", {self.kept} already summarized kept" if self.kept else ""
         failed = (
             f"; {self.fallbacks} malformed repl{'y' if self.fallbacks == 1 else 'ies'}: "
@@ -65,8 +69,7 @@ class EnrichReport:
         return (
             f"enriched tree {self.tree!r}: {self.enriched} node(s) got metadata{kept}, "
             f"{self.reindexed} index entries updated, in {self.seconds:.1f}s; "
-            f"{u.input_tokens:,} input + {u.output_tokens:,} output tokens{cost}, "
-            f"{u.cached} answered from cache, {u.calls} LLM calls{failed}"
+            f"{_spent(self.usage, self.priced)}{failed}"
         )
 
 

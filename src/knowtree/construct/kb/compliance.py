@@ -39,8 +39,6 @@ from knowtree.prompts.reply import ask
 from knowtree.records import KBChunk, KBIssue
 from knowtree.text import phrase_in
 
-_NO_RULE = Rule(id="", text="")
-
 
 def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str, Any]]:
     out = []
@@ -54,9 +52,8 @@ def deterministic_violations(text: str, rules: Sequence[Rule]) -> list[dict[str,
     return out
 
 
-VIOLATION_AT = (
-    0.42  # P("yes, broken") from which a rule counts as broken (chosen on injected violations: RESULTS.md)
-)
+# P("yes, broken") from which a rule counts as broken (chosen on injected violations: RESULTS.md)
+VIOLATION_AT = 0.42
 JUDGE_LOGPROBS = 8  # alternatives per reply token asked for
 PASSAGE_SHOWN = 400  # characters of each cited passage the judge reads
 PASSAGES_SHOWN = 3
@@ -80,7 +77,9 @@ def grades(
         if grade_score(reply.c1) is None:  # type: ignore[attr-defined]
             raise ValueError('answer "yes" or "no"')
 
-    shown = [" ".join(p.split())[:PASSAGE_SHOWN] for p in passages[:PASSAGES_SHOWN]]
+    shown = "\n".join(
+        f"[{i}] {' '.join(p.split())[:PASSAGE_SHOWN]}" for i, p in enumerate(passages[:PASSAGES_SHOWN], 1)
+    )
     out = []
     for rule in rules:
         result = ask(
@@ -88,7 +87,7 @@ def grades(
             form,
             "kb_compliance",
             domain=domain or "general",
-            passages="\n".join(f"[{i}] {p}" for i, p in enumerate(shown, 1)) or "(none cited)",
+            passages=shown or "(none cited)",
             solution=text,
             question=question(rule),
             purpose="kb_compliance",
@@ -128,14 +127,11 @@ def append_mandated(
     """Append the statement of every rule that declares one (`Rule.append`) and whose required
     phrase the solution lacks. Returns (violations left, violations fixed); the fixed ones are
     every violation of those rules, the model's included: the appended statement is what the rule
-    asks for. `solution["text"]` and `solution["appended"]` (rule ids) are updated in place."""
+    asks for. `solution["text"]` and `solution["appended"]` (rule ids) are updated in place.
+    `violations` are those `check` found against these `rules`."""
     by_id = {r.id: r for r in rules}
     mended = list(
-        dict.fromkeys(
-            v["rule"]
-            for v in violations
-            if v["check"] == "required" and by_id.get(v["rule"], _NO_RULE).append
-        )
+        dict.fromkeys(v["rule"] for v in violations if v["check"] == "required" and by_id[v["rule"]].append)
     )
     if not mended:
         return violations, []

@@ -10,7 +10,6 @@ a verified citation is marked `ungrounded`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -110,7 +109,8 @@ def generate(
     if len(kept) >= SOLUTION_CHARS - 1 and not ends_a_sentence(kept):
         # the embedded engine's grammar closes the string at the schema's maxLength, mid-sentence
         # ("Avoid prescribing medicines or giving"): keep the whole sentences before it
-        kept = cap(kept, len(kept) - 1) if _SENTENCE_END.search(kept) else kept
+        whole = cap(kept, len(kept) - 1)  # a hard cut when no sentence ends before
+        kept = whole if ends_a_sentence(whole) else kept
     out: dict[str, Any] = {
         "text": kept,
         "citations": cited,
@@ -120,9 +120,6 @@ def generate(
     if len(out["text"]) < len(text):
         out["cut_from"] = len(text)
     return out
-
-
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?:\s|$)")
 
 
 def ends_a_sentence(text: str) -> bool:

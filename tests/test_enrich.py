@@ -254,6 +254,51 @@ def test_enrich_command_skips_done_nodes_resumes_and_forces(tmp_path: Path) -> N
     assert missing.stderr == shown_missing.stderr and "no tree named 'nope'" in missing.stderr
 
 
+def test_an_enrich_estimated_above_confirm_calls_asks_first_and_a_refusal_calls_nothing(tmp_path: Path) -> None:
+    from knowtree.construct.enrich import estimate_enrich, plan
+
+    db = _zero_call_tree(tmp_path)
+    nodes = _stored(db)
+    root = next(n.id for n in nodes.values() if n.kind is NodeKind.ROOT)
+    estimate = estimate_enrich(nodes, plan(nodes, root, leaves=True, root=True), leaves=True, kept=0, tree="t")
+    assert estimate.calls == 4 and estimate.action == "enrich" and "4 node(s) of tree 't'" in estimate.line()
+    seen: list[Any] = []
+    with KnowTree(db, model=KeywordModel(), confirm_calls=3, read_env=False) as kt:
+        with pytest.raises(UserError, match="enrich not started: this enrich will make about 4 model calls"):
+            kt.tree("t").enrich(confirm=lambda e: seen.append(e) or False)
+        assert len(seen) == 1 and all(r["kind"] != "enrich" for r in kt.store.runs("t"))  # no run, no call
+        assert not any(n.meta.summary for n in kt.tree("t").nodes.values())
+        report = kt.tree("t").enrich(confirm=lambda e: True)
+        assert report.usage.calls == estimate.calls == 4  # the estimate counts the calls made
+        # the second time the four are kept: nothing to confirm, nothing to call
+        again = kt.tree("t").enrich(confirm=lambda e: seen.append(e) or False)
+        assert again.usage.calls == 0 and len(seen) == 1
+    # one summary per run of small leaves (as made: r1, r2, s2, then s1), the root when asked, and
+    # every leaf when asked: the estimate counts the calls `enrich_tree` makes in each case
+    small, small_root = _tree()
+    by_id = {n.id: n for n in small}
+    for leaves, root_too in ((False, False), (False, True), (True, True)):
+        client = LLMClient(FunctionModel(_replies([]), max_concurrency=1))
+        made = enrich_tree(small, small_root, client, DEFAULT_TAXONOMY, leaves=leaves, root=root_too)
+        levels = plan(by_id, small_root, leaves=leaves, root=root_too)
+        assert estimate_enrich(by_id, levels, leaves=leaves, kept=0, tree="m").calls == made.usage.calls
+
+
+def test_enrich_command_refuses_a_large_enrich_without_a_terminal_unless_yes(tmp_path: Path) -> None:
+    cli = CliRunner()
+    write_corpus(tmp_path / "docs")
+    db = ("--db", "kb.db")
+    _ok(cli, "build", "docs", *db, "--tree", "t", "--model", "keyword", "--summaries", "none")
+    env = {"KNOWTREE_CONFIRM_CALLS": "2"}
+    refused = cli.invoke(app, ["enrich", "t", *db, "--model", "keyword", "-q"], env=env)
+    assert refused.exit_code == 1 and "this enrich will make about 4 model calls" in refused.stderr
+    assert "--yes" in refused.stderr and "Traceback" not in refused.stderr
+    shown = json.loads(_ok(cli, "show", "t", *db, "--json"))
+    assert not any(n["meta"]["summary"] for n in shown["nodes"])  # nothing called, nothing written
+    done = cli.invoke(app, ["enrich", "t", *db, "--model", "keyword", "-q", "--yes"], env=env)
+    assert done.exit_code == 0 and "4 node(s) got metadata" in done.stdout
+
+
 def _mc_dataset(tmp_path: Path) -> Path:
     docs = [
         {"id": "garden.md", "text": "Mara grew tomatoes and basil behind the lighthouse every summer."},

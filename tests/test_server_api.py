@@ -149,6 +149,8 @@ def test_problem_details_and_limits(tmp_path: Path) -> None:
         assert r.status_code == 413
         r = c.post("/v1/trees/x/build", json={"paths": ["/etc"]})
         assert r.status_code == 403 and "outside" in r.json()["detail"]
+        r = c.post("/v1/trees/x/build", json={"paths": [str(tmp_path / "only" / "a\x00b")]})
+        assert r.status_code == 400 and "NUL" in r.json()["detail"]  # not a 500 from resolving it
         assert c.get("/v1/trees/bad name!").status_code == 400
         assert c.get("/v1/jobs/zzz").status_code == 404
 
@@ -181,3 +183,27 @@ def test_loopback_guard_refuses_rebinding_and_cross_site_writes(client: TestClie
     ok = client.post("/v1/trees/x/ask", json={"question": "q"}, headers={"Origin": "http://127.0.0.1:8080"})
     assert ok.status_code == 404  # same-site: reaches the API (no such tree)
     assert client.get("/v1/health", headers={"Host": "localhost:8080"}).status_code == 200
+
+
+def test_enrich_a_zero_call_tree_as_a_job(tmp_path: Path) -> None:
+    import knowtree
+    from knowtree.testing.models import KeywordModel
+
+    paths = write_corpus(tmp_path / "docs")
+    with knowtree.open(tmp_path / "kb.db", model=KeywordModel(), summaries="none") as kt:
+        assert kt.build([str(Path(paths[0]).parent)], tree="notes").usage.calls == 0
+    with TestClient(make_app(tmp_path)) as c:
+        outline = c.get("/v1/trees/notes").json()
+        assert not outline["root"]["summary"]  # built without the model
+        r = c.post("/v1/trees/notes/enrich", json={})
+        assert r.status_code == 202 and r.json()["kind"] == "enrich"
+        job = wait_job(c, r.json()["id"])
+        assert job["state"] == "done", job
+        assert job["report"]["enriched"] == 4 and job["report"]["usage"]["calls"] == 4 and job["report"]["tree"] == "notes"
+        assert c.get("/v1/trees/notes").json()["root"]["summary"]  # the server's cached view sees it
+        again = wait_job(c, c.post("/v1/trees/notes/enrich", json={"root": True}).json()["id"])
+        assert again["report"]["enriched"] == 0 and again["report"]["kept"] == 4
+        assert c.post("/v1/trees/nope/enrich", json={}).status_code == 404
+        assert c.post("/v1/trees/notes/enrich", json={"bogus": 1}).status_code == 422
+        ledger = c.get("/v1/ledger", params={"tree": "notes"}).json()
+        assert [r["kind"] for r in ledger].count("enrich") == 2

@@ -153,3 +153,43 @@ def test_an_add_queued_for_a_deleted_kb_fails_without_naming_other_kbs(tmp_path:
         with pytest.raises(NotFoundError) as err:
             svc.kbs.run_job(svc.jobs.get(job["id"]), lambda _: None)
         assert "secretkb" not in str(err.value) and "'mine'" in str(err.value)
+
+
+def test_kb_rules_replaced_from_a_path_or_an_upload_and_stored_solutions_go_stale(client: TestClient, tmp_path: Path) -> None:
+    c = client
+    files = write_inputs(tmp_path)
+    build_kb(c, "hp", files)
+    first = c.post("/v1/kbs/hp/ask", json={"query": "battery drains fast", "metadata": "keywords"}).json()
+    assert first["solution"] and first["status"] != "stale"
+    new_rules = tmp_path / "new_rules.toml"
+    new_rules.write_text('[[rules]]\ntext = "Never tell the user to open the case."\nforbidden = ["open the case"]\n')
+    r = c.put("/v1/kbs/hp/rules", json={"rules": str(new_rules)})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"kb": "hp", "rules": 1, "stale": 1}  # the one solution written so far
+    shown = c.get("/v1/kbs/hp").json()
+    statuses = [p["status"] for t in shown["themes"] for p in t["parents"]]
+    assert statuses.count("stale") == 1
+    again = c.post("/v1/kbs/hp/ask", json={"query": "battery drains fast", "metadata": "keywords"}).json()
+    assert again["issue"]["id"] == first["issue"]["id"] and again["status"] != "stale"  # regenerated
+    row = next(x for x in c.get("/v1/kbs/hp/export", params={"format": "json"}).json() if x["id"] == first["issue"]["id"])
+    assert row["status"] != "stale" and row["compliance"]  # checked again, under the new rules
+    import knowtree
+    from knowtree.store import kb as kbstore
+
+    with knowtree.open(tmp_path / "kb.db", model="keyword") as kt:
+        assert [r["forbidden"] for r in kbstore.kb_record(kt.store, "hp").rules] == [["open the case"]]
+
+    # bad input changes nothing: a file outside the roots, a bad file (named), an unknown KB
+    assert c.put("/v1/kbs/hp/rules", json={"rules": "/etc/passwd"}).status_code == 403
+    (tmp_path / "bad.toml").write_text("[[rules]]\nforbidden = 3\n")
+    bad = c.put("/v1/kbs/hp/rules", json={"rules": str(tmp_path / "bad.toml")})
+    assert bad.status_code == 422 and "bad.toml" in bad.text
+    assert c.put("/v1/kbs/nope/rules", json={"rules": str(new_rules)}).status_code == 404
+    assert c.put("/v1/kbs/hp/rules", json={"rules": str(new_rules)}).json()["stale"] == 1  # the regenerated one
+
+    up = c.put("/v1/kbs/hp/rules/upload", files=[("rules", ("rules.toml", Path(files["rules"]).read_bytes(), "application/toml"))])
+    assert up.status_code == 200, up.text
+    assert up.json()["rules"] == 2
+    assert not list((tmp_path / "kb.db.uploads").iterdir())  # the upload is not kept
+    exe = c.put("/v1/kbs/hp/rules/upload", files=[("rules", ("x.exe", b"MZ", "application/octet-stream"))])
+    assert exe.status_code == 415

@@ -81,7 +81,7 @@ class Settings(BaseModel):
     max_tokens: int | None = Field(None, ge=0, description="input + output tokens allowed per build / question")
     max_cost: float | None = Field(None, ge=0, description="USD allowed per build / question (needs the *_cost_per_mtok prices)")
     confirm_calls: int = Field(
-        500, ge=0, description="a build estimated above this many model calls asks first (--yes skips)"
+        500, ge=0, description="a build or enrich estimated above this many model calls asks first (--yes skips)"
     )
     max_input_mb: float = Field(50.0, gt=0, description="largest text input file, in MB")
     busy_timeout: float = Field(120.0, gt=0, description="seconds to wait for another process's write lock")

@@ -21,6 +21,7 @@ from knowtree.types import Answer, Node, NodeMeta, TreeInfo
 
 if TYPE_CHECKING:
     from knowtree.construct.builder import Progress
+    from knowtree.construct.estimate import Confirm
     from knowtree.construct.report import EnrichReport
     from knowtree.host import Host
     from knowtree.llm.client import LLMClient
@@ -248,6 +249,7 @@ class Tree:
         force: bool = False,
         progress: Progress | None = None,
         on_client: Callable[[LLMClient], None] | None = None,
+        confirm: Confirm | None = None,
     ) -> EnrichReport:
         """Add the model-written metadata to a tree built without it (`summaries="none"`, or only in
         part by `"lazy"`): bottom-up, with the build's prompts (`construct.enrich`), every call through
@@ -259,8 +261,11 @@ class Tree:
         calls answered by the cache. A malformed reply leaves its node as it was (`fallbacks`).
         `leaves`: summarize every leaf too [default: yes, except in a conversation memory, whose
         leaves are single messages: one summary per run of them]; `root`: the root too. The tree's
-        index is brought up to date at the end, re-deriving only the entries the new metadata changed."""
-        from knowtree.construct.enrich import Enriched, enrich_tree, is_summarized
+        index is brought up to date at the end, re-deriving only the entries the new metadata changed.
+        `confirm` is asked, as a build's is, when the estimated calls pass `confirm_calls` (and no
+        `max_calls` caps the run); a refusal raises `UserError` before any call."""
+        from knowtree.construct.enrich import Enriched, enrich_tree, estimate_enrich, is_summarized, plan
+        from knowtree.construct.estimate import confirm_estimate
         from knowtree.construct.report import EnrichReport
         from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
         from knowtree.retrieve.treeindex import TreeIndex
@@ -275,6 +280,19 @@ class Tree:
         stored = store.tree_settings(name).get("taxonomy")
         taxonomy = list(stored) if isinstance(stored, list) and stored else None
         flags = [f for f, on in (("leaves", leaves), ("root", root), ("force", force)) if on]
+        if confirm is not None and root_id is not None and root_id in nodes:
+            s = self.kt.settings
+            levels = plan(nodes, root_id, leaves=leaves, root=root, keep=keep)
+            estimate = estimate_enrich(
+                nodes,
+                levels,
+                leaves=leaves,
+                kept=len(keep),
+                tree=name,
+                input_cost_per_mtok=s.input_cost_per_mtok,
+                output_cost_per_mtok=s.output_cost_per_mtok,
+            )
+            confirm_estimate(estimate, s, confirm)
         with self.kt.run("enrich", name, detail=", ".join(flags)) as run:
             assert run.client is not None
             if on_client is not None:

@@ -149,6 +149,9 @@ def enrich(
     max_calls: MaxCallsOpt = None,
     max_tokens: MaxTokensOpt = None,
     max_cost: MaxCostOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="start a large enrich without asking (see confirm_calls)")
+    ] = False,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -156,7 +159,9 @@ def enrich(
 
     Bottom-up with the build's prompts; only metadata changes. Nodes already summarized are kept
     unless --force, and each node is stored when done: an interrupted enrich resumes when run again.
-    A malformed reply leaves its node as it was (counted). The tree's index is updated for what changed."""
+    A malformed reply leaves its node as it was (counted). The tree's index is updated for what changed.
+    An enrich estimated above confirm_calls asks first, as a build does (--yes, or --max-calls, skips it)."""
+    from knowtree.cli.admin import confirm_build
     from knowtree.cli.progress import BuildProgress
 
     def go() -> None:
@@ -173,7 +178,12 @@ def enrich(
         )
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.tree(tree).enrich(
-                leaves=leaves, root=root, force=force, progress=bar.update, on_client=bar.attach
+                leaves=leaves,
+                root=root,
+                force=force,
+                progress=bar.update,
+                on_client=bar.attach,
+                confirm=confirm_build(yes, pause=bar),  # asks on a terminal, refuses elsewhere
             )
         echo_report(report, as_json)
 

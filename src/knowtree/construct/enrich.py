@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from knowtree.construct.builder import Progress
+from knowtree.construct.estimate import PROMPT_OVERHEAD_TOKENS, REPLY_TOKENS, BuildEstimate
 from knowtree.construct.metadata import extract_leaf, synthesize_branch
 from knowtree.construct.structure import META_CHARS
 from knowtree.errors import ModelOutputError
@@ -92,6 +93,66 @@ def is_summarized(node: Node) -> bool:
     return bool(node.meta.summary) and node.meta.fallback is None
 
 
+def plan(
+    nodes: Mapping[str, Node],
+    root_id: str,
+    *,
+    leaves: bool = False,
+    root: bool = False,
+    keep: Collection[str] = frozenset(),
+) -> list[list[Node]]:
+    """The nodes an enrich works on, level by level bottom-up (see the module docstring)."""
+
+    def wanted(node: Node) -> bool:
+        if node.id in keep or (node.kind is NodeKind.ROOT and not root):
+            return False
+        return not node.is_leaf or (leaves and bool(node.text.strip()))
+
+    return [[nodes[i] for i in level if wanted(nodes[i])] for level in _levels(nodes, root_id)]
+
+
+def estimate_enrich(
+    nodes: Mapping[str, Node],
+    levels: Sequence[Sequence[Node]],
+    *,
+    leaves: bool,
+    kept: int,
+    tree: str,
+    input_cost_per_mtok: float = 0.0,
+    output_cost_per_mtok: float = 0.0,
+) -> BuildEstimate:
+    """What an enrich of `levels` (`plan`) will cost: a call per node, but a branch with one child
+    (it takes the child's metadata); prompt sizes as `enrich_tree` makes them (a leaf or a lowest run
+    of leaves: its text up to `META_CHARS`; a higher branch: its children's metadata)."""
+    calls = chars = branch_children = 0
+    for level in levels:
+        for node in level:
+            lowest = not node.is_leaf and all(nodes[c].is_leaf for c in node.children)
+            if not node.is_leaf and len(node.children) == 1 and (leaves or not lowest):
+                continue
+            calls += 1
+            if node.is_leaf:
+                chars += min(len(node.text), META_CHARS)
+            elif lowest and not leaves:
+                chars += min(sum(len(nodes[c].text) for c in node.children), META_CHARS)
+            else:
+                branch_children += len(node.children)
+    input_tokens = chars // 4 + calls * PROMPT_OVERHEAD_TOKENS + branch_children * 120
+    output_tokens = calls * REPLY_TOKENS
+    priced = input_cost_per_mtok or output_cost_per_mtok
+    cost = (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
+    worked = sum(map(len, levels))
+    return BuildEstimate(
+        documents=0,
+        characters=chars,
+        calls=calls,
+        tokens=input_tokens + output_tokens,
+        cost_usd=cost,
+        action="enrich",
+        scope=f"for {worked} node(s) of tree {tree!r} ({kept} already summarized, kept)",
+    )
+
+
 def enrich_tree(
     nodes: Sequence[Node],
     root_id: str,
@@ -113,11 +174,6 @@ def enrich_tree(
     done = Enriched()
     known = {i: by_id[i].meta for i in keep if i in by_id}  # what a parent is synthesized from
 
-    def wanted(node: Node) -> bool:
-        if node.id in known or (node.kind is NodeKind.ROOT and not root):
-            return False
-        return not node.is_leaf or (leaves and bool(node.text.strip()))
-
     def make(node: Node) -> tuple[NodeMeta, Usage] | None:
         if node.is_leaf:
             return extract_leaf(client, node.text[:META_CHARS], taxonomy)
@@ -135,7 +191,7 @@ def enrich_tree(
         except ModelOutputError as exc:
             return node, None, exc
 
-    levels = [[by_id[i] for i in level if wanted(by_id[i])] for level in _levels(by_id, root_id)]
+    levels = plan(by_id, root_id, leaves=leaves, root=root, keep=keep)
     total, count = sum(map(len, levels)), 0
     with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
         for height, level in enumerate(levels):

@@ -29,13 +29,15 @@ class BuildEstimate:
     calls: int
     tokens: int
     cost_usd: float | None  # None: the model has no prices configured
+    action: str = "build"  # what is estimated: a build, an enrich
+    scope: str = ""  # what it works on, said after the calls (default: the documents and characters)
 
     def line(self) -> str:
         cost = f", about ${self.cost_usd:.2f}" if self.cost_usd else ""
-        return (
-            f"this build will make about {self.calls:,} model calls (~{self.tokens:,} tokens{cost}) "
+        scope = self.scope or (
             f"for {self.documents} new or changed document(s), {self.characters:,} characters"
         )
+        return f"this {self.action} will make about {self.calls:,} model calls (~{self.tokens:,} tokens{cost}) {scope}"
 
 
 Confirm = Callable[[BuildEstimate], bool]
@@ -127,4 +129,4 @@ def confirm_estimate(estimate: BuildEstimate, settings: Settings, confirm: Confi
     if confirm is None or estimate.calls <= settings.confirm_calls or settings.max_calls is not None:
         return
     if not confirm(estimate):
-        raise UserError(f"build not started: {estimate.line()}")
+        raise UserError(f"{estimate.action} not started: {estimate.line()}")

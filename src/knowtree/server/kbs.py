@@ -112,6 +112,17 @@ class KBService:
         with self.core.write_lock(f"kb:{stored}"):
             self.kb(stored).delete()
 
+    def set_rules(self, p: Principal, name: str, rules_file: str, *, uploaded: bool = False) -> dict[str, Any]:
+        """`knowtree kb rules`: the file is read and checked (422 naming it) before anything changes;
+        a server-side path must be under the caller's roots (an upload is the server's own)."""
+        self.core.writable(p)
+        stored = self.require(p, name)
+        path = rules_file if uploaded else self.core.allowed_path(p, rules_file)
+        rules = load_rules(path)
+        with self.core.write_lock(f"kb:{stored}"):
+            stale = self.kb(stored).set_rules(rules)
+        return {"kb": name, "rules": len(rules), "stale": stale}
+
     def submit_build(self, p: Principal, name: str, body: KBBuildRequest, *, uploads: Path | None = None) -> Job:
         """Queue a build; server-side paths must be under the caller's roots (uploads are not)."""
         self.core.writable(p)

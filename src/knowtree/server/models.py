@@ -183,6 +183,14 @@ class BuildRequest(Strict):
     meta: dict[str, str] | None = Field(None, description="metadata for every document (company, year...)")
 
 
+class EnrichRequest(Strict):
+    leaves: bool | None = Field(
+        None, description="summarize every leaf too (default: yes; memories: no, one summary per run of messages)"
+    )
+    root: bool = Field(True, description="summarize the root too")
+    force: bool = Field(False, description="summarize again the nodes that already have a summary")
+
+
 class JobOut(BaseModel):
     id: str
     kind: str

@@ -122,3 +122,16 @@ class KBBuildRequest(Strict):
 class KBAddRequest(Strict):
     issues: str | None = Field(None, min_length=1, max_length=1000, description="server-side new raw issues")
     docs: list[str] | None = Field(None, max_length=1000, description="server-side new documents")
+
+
+class KBRulesRequest(Strict):
+    rules: str = Field(..., min_length=1, max_length=1000, description="server-side domain rules file (TOML, or text)")
+
+
+class KBRulesOut(BaseModel):
+    """The KB's rules were replaced: stored solutions are kept, marked stale, and regenerated and
+    checked under the new rules the next time each is retrieved."""
+
+    kb: str
+    rules: int = Field(..., description="rules the KB now has")
+    stale: int = Field(..., description="stored solutions marked stale")

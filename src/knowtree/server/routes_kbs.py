@@ -20,6 +20,8 @@ from knowtree.server.models_kb import (
     KBAskRequest,
     KBBuildRequest,
     KBExportRow,
+    KBRulesOut,
+    KBRulesRequest,
     KBSummary,
     KBView,
 )
@@ -91,6 +93,28 @@ def add(kb: KBName, body: KBAddRequest, p: Caller, svc: Svc) -> JobOut:
     job = svc.kbs.submit_add(p, kb, body)
     svc.wake_worker()
     return job_out(svc, p, job)
+
+
+@router.put("/{kb}/rules", response_model=KBRulesOut,
+            summary="Replace the domain rules from a server-side file; stored solutions become stale")
+def set_rules(kb: KBName, body: KBRulesRequest, p: Caller, svc: Svc) -> KBRulesOut:
+    return KBRulesOut(**svc.kbs.set_rules(p, kb, body.rules))
+
+
+@router.put("/{kb}/rules/upload", response_model=KBRulesOut,
+            summary="Replace the domain rules from an uploaded file; stored solutions become stale")
+async def upload_rules(
+    kb: KBName, p: Caller, svc: Svc,
+    rules: Annotated[UploadFile, File(description="domain rules: .toml, .yaml, .json or .txt")],
+) -> KBRulesOut:
+    svc.writable(p)
+    svc.kbs.require(p, kb)
+    target, saved = await save_uploads(svc.upload_root(), {"rules": [rules]}, svc.config.max_upload_bytes, KB_SUFFIXES)
+    try:  # the rules are in the database once set: the file is not kept
+        out = await run_in_threadpool(svc.kbs.set_rules, p, kb, saved["rules"][0], uploaded=True)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    return KBRulesOut(**out)
 
 
 @router.post("/{kb}/upload", response_model=JobOut, status_code=202,

@@ -12,6 +12,7 @@ from knowtree.server.deps import Caller, Svc, job_out
 from knowtree.server.models import (
     BuildRequest,
     Deleted,
+    EnrichRequest,
     JobOut,
     NodeView,
     Outline,
@@ -77,6 +78,14 @@ def build(tree: TreeName, body: BuildRequest, p: Caller, svc: Svc) -> JobOut:
     svc.writable(p)
     paths = [svc.allowed_path(p, x) for x in body.paths]
     job = svc.submit_build(p, tree, paths, add=body.add, meta=body.meta)
+    svc.wake_worker()
+    return job_out(svc, p, job)
+
+
+@router.post("/{tree}/enrich", response_model=JobOut, status_code=202,
+             summary="Add model-written metadata to a tree built without it, as a background job (resumable)")
+def enrich(tree: TreeName, body: EnrichRequest, p: Caller, svc: Svc) -> JobOut:
+    job = svc.submit_enrich(p, tree, body.model_dump())
     svc.wake_worker()
     return job_out(svc, p, job)
 

@@ -287,6 +287,8 @@ class Service:
             raise Problem(403, "building from server-side paths is disabled (start with --allow-root DIR)")
         if any(ch in raw for ch in "*?["):
             raise Problem(400, f"{raw!r}: name files or directories, not glob patterns")
+        if "\x00" in raw:  # no file has one; resolving it raises ValueError (a 500)
+            raise Problem(400, f"{raw!r}: a path cannot hold a NUL character")
         path = Path(raw).expanduser().resolve()
         for root in roots:
             if path == root or root in path.parents:
@@ -305,6 +307,13 @@ class Service:
         if uploads is not None:
             params["uploads"] = str(uploads)
         return self.jobs.create(p.tenant, "build", stored, params)
+
+    def submit_enrich(self, p: Principal, name: str, options: dict[str, Any]) -> Job:
+        """Queue `Tree.enrich` (`knowtree enrich`): the tree must exist now. Kept nodes make no call, so
+        a job re-run after the server died resumes where it stopped."""
+        self.writable(p)
+        stored = self.require(p, name)
+        return self.jobs.create(p.tenant, "enrich", stored, options)
 
     def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None) -> Job:
         self.writable(p)
@@ -329,6 +338,16 @@ class Service:
 
     def _run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         uploads = job.params.get("uploads")
+        if job.kind == "enrich":
+            if not self.kt.store.tree_exists(job.tree):  # deleted since it was queued
+                raise NotFoundError(f"no tree named {_shown_for(job)!r}: it was deleted")
+            r = self.kt.tree(job.tree).enrich(
+                leaves=job.params.get("leaves"),
+                root=bool(job.params.get("root", True)),
+                force=bool(job.params.get("force")),
+                progress=lambda stage, done, total: report({"stage": stage, "done": done, "total": total}),
+            )
+            return {**_plain(r), "tree": _shown_for(job)}
         if job.kind == "add":
             r = self.kt.memory(job.tree).add(
                 job.params["messages"],

@@ -657,6 +657,12 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
     assert again["solution"].endswith("The help desk can also help.")
     bad = runner.invoke(app, ["kb", "rules", "hp", "--rules", files["attributes"], "--db", db])
     assert bad.exit_code != 0 and "attrs.toml" in bad.output
+    # without --rules: the rules the KB has now (the bad file changed nothing)
+    shown = runner.invoke(app, ["kb", "rules", "hp", "--db", db])
+    assert shown.exit_code == 0 and "desk: Name the help desk." in shown.output
+    assert "append: The help desk can also help." in shown.output and "forbidden: open the headphones" in shown.output
+    listed = json.loads(runner.invoke(app, ["kb", "rules", "hp", "--json", "--db", db]).output)
+    assert [r["id"] for r in listed] == ["no-opening", "R2", "desk"] and listed[2]["required"] == ["help desk"]
     (tmp_path / "bad.toml").write_text("[attributes]\n")
     out = runner.invoke(
         app,

@@ -166,6 +166,7 @@ def test_kb_rules_replaced_from_a_path_or_an_upload_and_stored_solutions_go_stal
     r = c.put("/v1/kbs/hp/rules", json={"rules": str(new_rules)})
     assert r.status_code == 200, r.text
     assert r.json() == {"kb": "hp", "rules": 1, "stale": 1}  # the one solution written so far
+    assert [x["forbidden"] for x in c.get("/v1/kbs/hp/rules").json()] == [["open the case"]]
     shown = c.get("/v1/kbs/hp").json()
     statuses = [p["status"] for t in shown["themes"] for p in t["parents"]]
     assert statuses.count("stale") == 1

@@ -133,6 +133,10 @@ class KB:
                 on_client(run.client)
             return fn(self._context(run.client, progress))
 
+    def rules(self) -> list[Rule]:
+        """The domain rules the KB's solutions are written and checked under."""
+        return [Rule(**r) for r in kbstore.kb_record(self.kt.store, self.name).rules]
+
     def set_rules(self, rules: str | Path | Sequence[Rule]) -> int:
         """Replace the KB's domain rules (a rules file or `Rule`s, checked before anything changes).
         Stored solutions are kept, marked `stale`: each is regenerated and checked under the new

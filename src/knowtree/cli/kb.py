@@ -129,15 +129,38 @@ def add(
 @kb_app.command("rules")
 def rules(
     name: NameArg,
-    rules_file: Annotated[str, typer.Option("--rules", help="the new domain rules: TOML or text")],
+    rules_file: Annotated[
+        str | None, typer.Option("--rules", help="the new domain rules: TOML or text (without it: show the rules)")
+    ] = None,
     db: DbOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Replace a KB's domain rules; stored solutions are kept and regenerated at their next ask."""
+    """Show a KB's domain rules, or replace them (--rules FILE); stored solutions are kept and
+    regenerated under the new rules at their next ask."""
 
     def go() -> None:
         kt = open_kt(db=db, create=False)
         with kt:
-            marked = kt.kb(name).set_rules(rules_file)
+            kb = kt.kb(name)
+            if rules_file is None:
+                current = kb.rules()
+                if as_json:
+                    echo_json([r.__dict__ for r in current])
+                    return
+                for r in current:
+                    typer.echo(f"{r.id}: {r.text}")
+                    for key in ("forbidden", "required"):
+                        if getattr(r, key):
+                            typer.echo(f"    {key}: {', '.join(getattr(r, key))}")
+                    for key in ("question", "append", "threshold"):
+                        if getattr(r, key):
+                            typer.echo(f"    {key}: {getattr(r, key)}")
+                return
+            marked = kb.set_rules(rules_file)
+            count = len(kb.rules())
+        if as_json:
+            echo_json({"kb": name, "rules": count, "stale": marked})
+            return
         typer.echo(
             f"rules of {name!r} replaced from {rules_file}; {marked} stored solutions marked stale "
             "(regenerated and checked under the new rules at their next ask)"

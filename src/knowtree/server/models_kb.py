@@ -124,6 +124,18 @@ class KBAddRequest(Strict):
     docs: list[str] | None = Field(None, max_length=1000, description="server-side new documents")
 
 
+class KBRule(BaseModel):
+    """One domain rule (`knowtree kb rules NAME --json`)."""
+
+    id: str
+    text: str
+    forbidden: list[str] = Field(..., description="phrases a solution must not contain (checked without the model)")
+    required: list[str] = Field(..., description="phrases a solution must contain")
+    append: str = Field(..., description="the mandated statement appended where a required phrase is missing")
+    question: str = Field(..., description="the yes/no question the judge is asked ('yes' = broken)")
+    threshold: float | None = Field(..., description="P(yes) from which the judge's answer counts as broken")
+
+
 class KBRulesRequest(Strict):
     rules: str = Field(..., min_length=1, max_length=1000, description="server-side domain rules file (TOML, or text)")
 

@@ -20,6 +20,7 @@ from knowtree.server.models_kb import (
     KBAskRequest,
     KBBuildRequest,
     KBExportRow,
+    KBRule,
     KBRulesOut,
     KBRulesRequest,
     KBSummary,
@@ -93,6 +94,11 @@ def add(kb: KBName, body: KBAddRequest, p: Caller, svc: Svc) -> JobOut:
     job = svc.kbs.submit_add(p, kb, body)
     svc.wake_worker()
     return job_out(svc, p, job)
+
+
+@router.get("/{kb}/rules", response_model=list[KBRule], summary="The domain rules the KB's solutions are checked under")
+def get_rules(kb: KBName, p: Caller, svc: Svc) -> list[KBRule]:
+    return [KBRule(**r.__dict__) for r in svc.kbs.kb(svc.kbs.require(p, kb)).rules()]
 
 
 @router.put("/{kb}/rules", response_model=KBRulesOut,

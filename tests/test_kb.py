@@ -360,6 +360,22 @@ def test_ask_generates_lazy_solution_once(tmp_path: Path) -> None:
         assert calls
 
 
+def test_an_answer_brings_the_passages_for_the_query_itself(tmp_path: Path) -> None:
+    kt, _ = build(tmp_path, threshold=0.15, join_threshold=0.3)
+    with kt:
+        kb = kt.kb("hp")
+        # no raw issue asks about the charge: the issue found is a neighbour, the passages answer it
+        answer = kb.ask("how many hours does a full charge last", metadata="keywords", solve=False)
+        assert answer.passages and answer.passages[0]["doc_id"] == "battery"
+        assert "30 hours" in answer.passages[0]["text"] and answer.passages[0]["path"]
+        scores = [p["score"] for p in answer.passages]
+        assert scores == sorted(scores, reverse=True) and len(answer.passages) <= 3
+        data = answer.to_dict()
+        assert data["passages"] == answer.passages and json.dumps(data)
+        assert kb.ask("how many hours does a full charge last", metadata="keywords", solve=False, passages=0).passages == []
+        assert len(kb.ask("hiss", metadata="keywords", solve=False, passages=10).passages) == 3  # every chunk
+
+
 # -- solutions and compliance ----------------------------------------------------------------
 def _model_with(solution_reply: Any, violated: list[str] | None = None) -> FunctionModel:
     """Solutions from `solution_reply`; the judge says "yes" (broken) to the rules whose text
@@ -634,6 +650,9 @@ def test_cli_build_ask_show_export(tmp_path: Path) -> None:
     out = runner.invoke(app, ["kb", "export", "hp", "--format", "jsonl", "--db", db])
     rows = [json.loads(line) for line in out.output.splitlines()]
     assert data["issue"]["id"] in {r["id"] for r in rows} and all("members" in r for r in rows)
+    assert data["passages"] and data["passages"][0]["doc_id"] == "battery"
+    out = runner.invoke(app, ["kb", "ask", "hp", "battery drains fast", *base])
+    assert "passages for this question:" in out.output and "[battery] Battery: A full charge" in out.output
     out = runner.invoke(app, ["kb", "show", "hp", "--db", db])
     assert out.exit_code == 0 and "●" in out.output and "solution: ok" in out.output
     # new rules: the stored solution is kept, marked stale, and regenerated under them at its next ask

@@ -48,6 +48,9 @@ def test_kb_build_list_show_ask_export_add_delete(client: TestClient, tmp_path: 
 
     answer = c.post("/v1/kbs/hp/ask", json={"query": "battery drains fast"}).json()
     assert answer["issue"]["id"] and answer["match"] != "none" and answer["solution"] and answer["trace"]
+    assert answer["passages"][0]["doc_id"] == "battery" and "text" in answer["passages"][0]
+    none = c.post("/v1/kbs/hp/ask", json={"query": "battery drains fast", "passages": 0, "solve": False}).json()
+    assert none["passages"] == []
     assert c.post("/v1/kbs/hp/ask", json={"query": "x", "metadata": "bogus"}).status_code == 422
 
     r = c.get("/v1/kbs/hp/export")
@@ -105,7 +108,7 @@ def test_kb_upload_build_and_mcp_kb_ask(client: TestClient, tmp_path: Path) -> N
     out = c.post("/mcp", headers=MCP_HEADERS, json=call).json()["result"]
     assert not out["isError"], out
     data = out["structuredContent"] if "structuredContent" in out else json.loads(out["content"][0]["text"])
-    assert data["kb"] == "up" and data["issue"]["id"] and "citations" in data
+    assert data["kb"] == "up" and data["issue"]["id"] and "citations" in data and data["passages"]
     call["params"]["arguments"]["kb"] = "nope"
     out = c.post("/mcp", headers=MCP_HEADERS, json=call).json()["result"]
     assert out["isError"] and "yours: up" in json.dumps(out)

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowtree.answer.kb import KBAnswer, hybrid_retrieve, query_metadata
+from knowtree.answer.kb import PASSAGES, KBAnswer, hybrid_retrieve, query_metadata, query_passages
 from knowtree.answer.kb_rerank import rerank as rerank_top
 from knowtree.construct.kb.builder import (
     KBContext,
@@ -224,10 +224,19 @@ class KB:
 
     # -- ask -------------------------------------------------------------------------------------
     def ask(
-        self, query: str, *, k: int = 5, metadata: str = "model", solve: bool = True, rerank: bool = False
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        metadata: str = "model",
+        solve: bool = True,
+        rerank: bool = False,
+        passages: int = PASSAGES,
     ) -> KBAnswer:
         """Algorithm 2; the accepted issue's solution is generated (lazy KBs) and stored on first use.
         `metadata`: model | keywords (no model call for extraction) | none (semantic only).
+        `passages`: how many document passages for the query itself come with the answer (no model
+        call; 0: none).
         `rerank`: the model grades the top issues yes/no and they are reordered
         (`answer/kb_rerank.py`; one call; off by default: with the embedded 1.5B model it lowered TV
         HitRate@1, benchmarks/RESULTS.md "AutoKB rerank")."""
@@ -261,6 +270,9 @@ class KB:
                 )
             answer = KBAnswer(
                 query=query, query_metadata=qmeta, issue=None, match="none", accepted=accepted, trace=trace
+            )
+            answer.passages = query_passages(
+                indexes, lambda ids: kbstore.load_chunks(self.kt.store, self.name, ids), query, passages
             )
             if accepted:
                 best = accepted[0]

@@ -188,6 +188,12 @@ def ask(
         ),
     ] = False,
     trace: Annotated[bool, typer.Option("--trace", help="print the retrieval steps")] = False,
+    passages: Annotated[
+        int,
+        typer.Option(
+            "--passages", min=0, max=50, help="document passages for the query itself, beside the solution (0: none)"
+        ),
+    ] = 3,
     db: DbOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -198,7 +204,9 @@ def ask(
 
     def go() -> None:
         with open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False) as kt:
-            answer = kt.kb(name).ask(query, k=k, metadata=metadata, solve=not no_solution, rerank=rerank)
+            answer = kt.kb(name).ask(
+                query, k=k, metadata=metadata, solve=not no_solution, rerank=rerank, passages=passages
+            )
         data = answer.to_dict()
         if as_json:
             echo_json(data, ensure_ascii=False)
@@ -206,6 +214,7 @@ def ask(
         issue = data["issue"]
         if issue is None:
             typer.echo("no matching issue in the knowledge base")
+            _echo_passages(data["passages"])
             return
         meta = ", ".join(f"{a}={v}" for a, v in issue["metadata"].items() if v != "any") or "general"
         typer.echo(
@@ -216,11 +225,21 @@ def ask(
             for c in data["citations"]:
                 typer.echo(f'  [{c["doc_id"]}] "{c["quote"]}"')
             typer.echo(f"status: {data['status']}")
+        _echo_passages(data["passages"])
         if trace:
             for step in data["trace"]:
                 typer.echo(f"  · {json.dumps(step, ensure_ascii=False)}")
 
     run(go, interrupted=_INTERRUPTED)
+
+
+def _echo_passages(passages: list[dict[str, Any]]) -> None:
+    if passages:
+        typer.echo("\npassages for this question:")
+    for p in passages:
+        where = " > ".join(p["path"]) or p["doc_id"]
+        text = " ".join(p["text"].split())
+        typer.echo(f"  [{p['doc_id']}] {where}: {text[:160]}{'…' if len(text) > 160 else ''}")
 
 
 @kb_app.command("show")

@@ -94,13 +94,13 @@ class KBService:
         return data
 
     def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "model",
-            solve: bool = True) -> dict[str, Any]:
+            solve: bool = True, passages: int = 3) -> dict[str, Any]:
         """`KB.ask` as `knowtree kb ask --json` prints it. A lazy solution written now is stored (like
         a question's ledger entry, allowed to read-only keys: it is what any later ask would write).
         Not serialised with the KB's writers: two asks writing the same lazy solution write the same
         (cached) one."""
         stored = self.require(p, name)
-        return self.kb(stored).ask(query, k=k, metadata=metadata, solve=solve).to_dict()
+        return self.kb(stored).ask(query, k=k, metadata=metadata, solve=solve, passages=passages).to_dict()
 
     def export(self, p: Principal, name: str) -> list[dict[str, Any]]:
         return self.kb(self.require(p, name)).export()

@@ -119,8 +119,9 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
     @mcp.tool(description="Look up a user's problem in a knowledge base (support issues with solutions "
               "grounded in product documents): returns the matching known issue, how well it matches "
               "(exact, subset, ... or none), the solution text for the user's situation and its citations "
-              "(document id and the quoted passage). Pass the user's words as the query. If match is none, "
-              "the knowledge base has no answer: say so, do not improvise a fix. An unknown name lists yours.")
+              "(document id and the quoted passage), and the document passages that bear on the query itself. "
+              "Pass the user's words as the query. If match is none, the knowledge base has no known issue "
+              "for it: say so and use only the passages, do not improvise a fix. An unknown name lists yours.")
     async def kb_ask(kb: str, query: str, ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         kbs = service().kbs
@@ -133,7 +134,7 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
                     raise
                 names = ", ".join(k.name for k in kbs.list(p)) or "none"
                 raise Problem(404, f"no knowledge base named {kb!r} (yours: {names})") from None
-            keys = ("match", "issue", "solution", "citations", "status", "query_metadata")
+            keys = ("match", "issue", "solution", "citations", "status", "query_metadata", "passages")
             return {"kb": kb, **{k: data[k] for k in keys}}
 
         return await _call(run)

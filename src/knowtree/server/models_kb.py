@@ -60,6 +60,7 @@ class KBAskRequest(Strict):
         "model", description="how the query's attributes are read: a model call, keywords (no call), or none"
     )
     solve: bool = Field(True, description="write the matched issue's solution now if it has none (lazy KBs)")
+    passages: int = Field(3, ge=0, le=50, description="document passages for the query itself, beside the solution")
 
 
 class KBMatchedIssue(BaseModel):
@@ -90,6 +91,9 @@ class KBAnswerOut(BaseModel):
     citations: list[dict[str, Any]]
     status: str
     ranked: list[KBRanked]
+    passages: list[dict[str, Any]] = Field(
+        ..., description="the query's own top document passages (chunk, doc_id, source, path, text, score)"
+    )
     trace: list[dict[str, Any]]
 
 

@@ -54,7 +54,8 @@ def show(kb: KBName, p: Caller, svc: Svc) -> KBView:
 @router.post("/{kb}/ask", response_model=KBAnswerOut,
              summary="Answer a user's issue: the matched KB issue, match type, solution and its citations")
 def ask(kb: KBName, body: KBAskRequest, p: Caller, svc: Svc) -> KBAnswerOut:
-    return KBAnswerOut(**svc.kbs.ask(p, kb, body.query, k=body.k, metadata=body.metadata, solve=body.solve))
+    return KBAnswerOut(**svc.kbs.ask(p, kb, body.query, k=body.k, metadata=body.metadata, solve=body.solve,
+                                     passages=body.passages))
 
 
 @router.get(

@@ -824,3 +824,58 @@ def test_an_overlong_solution_is_cut_at_a_sentence_end_not_refused() -> None:
     whole = ("Charge the headphones for two hours. " * 30)[: solutions.SOLUTION_CHARS - 1].rstrip() + "."
     kept = solutions.generate(LLMClient(FunctionModel(lambda r: {"solution": whole})), "d", issue, [], [])
     assert kept["text"] == whole and "cut_from" not in kept
+
+
+def test_a_quote_longer_than_asked_is_verified_not_refused() -> None:
+    """The embedded engine does not enforce the quote's maxLength either: a 250-character verbatim
+    quote is checked against its passage like any other (it used to fail validation three times and
+    lose the solution)."""
+    from knowtree.construct.kb import solutions
+    from knowtree.llm.client import LLMClient
+    from knowtree.records import KBChunk
+
+    text = " ".join(f"Step {n}: hold the power button for {n} seconds until the light flashes blue." for n in range(1, 9))
+    chunk = KBChunk(id="c1", doc_id="pairing", source="manual", path=["Pairing"], text=text, context="Pairing")
+    quote = text[:250].rsplit(" ", 1)[0]
+    assert len(quote) > solutions.QUOTE_CHARS
+    model = FunctionModel(
+        lambda r: {"solution": "Hold the power button until the light flashes blue.", "citations": [{"passage": 1, "quote": quote}]},
+        id="longquote",
+    )
+    issue = KBIssue(id="i", kind="parent", parent=None, cluster_id="c", title="pairing", metadata={})
+    out = solutions.generate(LLMClient(model), "headphones", issue, [chunk], [])
+    assert len(model.requests) == 1 and out["citations"] == [
+        {"chunk": "c1", "doc_id": "pairing", "source": "manual", "quote": quote}
+    ]
+    schema = solutions.solution_model(1).model_json_schema()
+    assert schema["$defs"]["SolutionCitation"]["properties"]["quote"]["maxLength"] == solutions.QUOTE_CHARS
+    invented = FunctionModel(lambda r: {"solution": "x", "citations": [{"passage": 1, "quote": "y " * 150}]}, id="inv")
+    bad = solutions.generate(LLMClient(invented), "headphones", issue, [chunk], [])
+    assert bad["citations"] == [] and bad["unverified"][0]["why"] == "quote not found in the passage"
+
+
+def test_kb_replies_over_a_schema_cap_are_cut_not_refused(tmp_path: Path) -> None:
+    """maxLength / maxItems are asked for in every KB reply schema, never a reason to refuse a reply
+    (the embedded engine's grammar does not always enforce them): theme names are cut to the number
+    asked, a subtree title and a chunk's context sentence are clipped."""
+    from knowtree.construct.kb import chunks as kbchunks
+    from knowtree.construct.kb import subtrees, themes
+    from knowtree.llm.client import LLMClient
+    from knowtree.records import KBChunk
+
+    names = [f"Theme number {i}" for i in range(15)]
+    got = themes.propose_themes(LLMClient(FunctionModel(lambda r: {"themes": names})), "d", ["a", "b"], max_themes=10)
+    assert got == [*names[:9], themes.MISC]
+    assert themes.ThemeList.model_json_schema()["properties"]["themes"]["maxItems"] == 12
+    (tmp_path / "a.toml").write_text(ATTRS)
+    config = load_attributes(tmp_path / "a.toml")
+    batch = subtrees.batch_model(config, 1)
+    long_title = "Headphones " * 30
+    meta = {a: "any" for a in config.names()}
+    parsed = batch.model_validate({"group_1": {"title": long_title, "metadata": meta, "vary": {}}})
+    assert parsed.group_1.title == long_title  # accepted; `subtree` clips it to 160
+    chunk = KBChunk(id="c", doc_id="d", source="s", path=["Pairing"], text="Hold the button.", context="Pairing")
+    sentence = "This chunk explains pairing. " * 20
+    kbchunks.contextualize_with_model([chunk], LLMClient(FunctionModel(lambda r: {"context": sentence})), "d")
+    said = chunk.context.split(": ", 1)[1]
+    assert chunk.context.startswith("Pairing: ") and len(said) <= kbchunks.CONTEXT_CHARS + 1 and said.endswith("…")

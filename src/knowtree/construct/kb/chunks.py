@@ -13,21 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from knowtree.ingest.chunk import chunk_document
 from knowtree.ingest.kb_inputs import DocSection
 from knowtree.ingest.structure import make_document
 from knowtree.llm.client import LLMClient
-from knowtree.prompts.reply import ask
+from knowtree.prompts.reply import ask, string
 from knowtree.records import KBChunk
 from knowtree.retrieve import Passage
 
 CHUNK_CHARS = 1500
+CONTEXT_CHARS = 300
 
 
 class ChunkContext(BaseModel):
-    context: str = Field(max_length=300, description="one sentence situating the chunk in its document")
+    # ≤ CONTEXT_CHARS asked for (schema only: the embedded engine's grammar does not always enforce
+    # it); a longer sentence is cut below, not refused
+    context: str = string(CONTEXT_CHARS, ..., description="one sentence situating the chunk in its document")
 
 
 def chunk_sections(sections: Sequence[DocSection], *, size: int = CHUNK_CHARS) -> list[KBChunk]:
@@ -81,8 +84,11 @@ def contextualize_with_model(
             purpose="kb_context",
             max_tokens=120,
         ).value
-        chunk.context = f"{' > '.join(chunk.path)}: {reply.context}"
-        previous = reply.context
+        said = " ".join(reply.context.split())
+        if len(said) > CONTEXT_CHARS:
+            said = said[:CONTEXT_CHARS].rsplit(" ", 1)[0] + "…"
+        chunk.context = f"{' > '.join(chunk.path)}: {said}"
+        previous = said
         if progress:
             progress(n, len(chunks))
 

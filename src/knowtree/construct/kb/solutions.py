@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from knowtree.ingest.kb_attributes import show
 from knowtree.ingest.kb_inputs import Rule
 from knowtree.llm.client import LLMClient
-from knowtree.prompts.reply import ask
+from knowtree.prompts.reply import ask, string
 from knowtree.records import KBChunk, KBIssue
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.text import quote_score
@@ -30,6 +30,7 @@ SOLUTION_CHARS = 700  # asked for: the schema's maxLength, kept by backends that
 # failed validation three times and crashed a `kb ask`; a longer one is cut at a sentence end and the
 # cut recorded (`cut_from`), as tree summaries are (`construct.metadata.cap_summary`)
 SOLUTION_KEEP = 1500
+QUOTE_CHARS = 200
 QUOTE_MIN = 0.9  # share of the quote's words found in one stretch of the chunk
 MAX_CITATIONS = 3
 # Grammar limits of the embedded engine (llama.cpp): a string's maxLength and an array's maxItems
@@ -46,7 +47,10 @@ def solution_model(chunks: int) -> type[BaseModel]:
         "SolutionCitation",
         __config__=ConfigDict(extra="ignore"),
         passage=(number, ...),
-        quote=(str, Field(max_length=200)),
+        # asked for ≤ QUOTE_CHARS (the schema's maxLength), not refused above it: the embedded engine's
+        # grammar does not always enforce it, and a 250-character quote failed validation three
+        # times and lost a medical solution; a long quote is verified like any other
+        quote=(str, string(QUOTE_CHARS, ...)),
     )
     return create_model(
         f"Solution{chunks}",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from knowtree.ingest.kb_attributes import (
     describe,
@@ -32,7 +32,7 @@ from knowtree.ingest.kb_attributes import (
 )
 from knowtree.ingest.kb_inputs import ANY, AttributeConfig
 from knowtree.llm.client import LLMClient
-from knowtree.prompts.reply import ask
+from knowtree.prompts.reply import ask, string
 from knowtree.records import KBIssue
 
 BATCH = 6
@@ -57,7 +57,7 @@ def batch_model(config: AttributeConfig, count: int) -> type[BaseModel]:
     expansion = create_model(
         "IssueExpansion",
         __config__=ConfigDict(extra="ignore"),
-        title=(str, Field(max_length=160)),
+        title=(str, string(160, ...)),  # asked for; a longer one is clipped (`subtree`), not refused
         metadata=(meta, ...),
         vary=(vary, ...),
     )

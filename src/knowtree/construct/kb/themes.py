@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from knowtree.llm.client import LLMClient
-from knowtree.prompts.reply import ask
+from knowtree.prompts.reply import ask, at_most
 
 MAX_SHOWN = 40
 ASSIGN_BATCH = 20
@@ -28,7 +28,9 @@ MISC = "Miscellaneous"
 
 
 class ThemeList(BaseModel):
-    themes: list[str] = Field(min_length=1, max_length=12)
+    # at most 12 asked for (schema only: the names are cut to `max_themes` below, and a 13th name is
+    # no reason to refuse the reply)
+    themes: list[str] = at_most(12, min_length=1)
 
 
 def _clip(text: str, n: int = 200) -> str:

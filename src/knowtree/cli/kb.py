@@ -13,6 +13,7 @@ import typer
 from knowtree.cli.common import echo_json, echo_report, open_kt, run
 from knowtree.cli.options import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt
 from knowtree.errors import UserError
+from knowtree.text import clip
 
 kb_app = typer.Typer(
     name="kb",
@@ -193,7 +194,7 @@ def ask(
         typer.Option(
             "--passages", min=0, max=50, help="document passages for the query itself, beside the solution (0: none)"
         ),
-    ] = 3,
+    ] = 3,  # answer.kb.PASSAGES, written out: importing it would load the KB index at every start
     db: DbOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -238,8 +239,7 @@ def _echo_passages(passages: list[dict[str, Any]]) -> None:
         typer.echo("\npassages for this question:")
     for p in passages:
         where = " > ".join(p["path"]) or p["doc_id"]
-        text = " ".join(p["text"].split())
-        typer.echo(f"  [{p['doc_id']}] {where}: {text[:160]}{'…' if len(text) > 160 else ''}")
+        typer.echo(f"  [{p['doc_id']}] {where}: {clip(p['text'], 160)}")
 
 
 @kb_app.command("show")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from knowtree.answer.kb import PASSAGES
 from knowtree.errors import NotFoundError
 from knowtree.ingest.kb_inputs import load_attributes, load_raw_issues, load_rules
 from knowtree.server.jobs import Job, JobStore
@@ -94,7 +95,7 @@ class KBService:
         return data
 
     def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "model",
-            solve: bool = True, passages: int = 3) -> dict[str, Any]:
+            solve: bool = True, passages: int = PASSAGES) -> dict[str, Any]:
         """`KB.ask` as `knowtree kb ask --json` prints it. A lazy solution written now is stored (like
         a question's ledger entry, allowed to read-only keys: it is what any later ask would write).
         Not serialised with the KB's writers: two asks writing the same lazy solution write the same

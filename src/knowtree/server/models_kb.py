@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from knowtree.answer.kb import PASSAGES
 from knowtree.server.models import Strict
 
 EMBEDDER = r"^(static|hash(:[0-9]{1,4})?)$"
@@ -60,7 +61,7 @@ class KBAskRequest(Strict):
         "model", description="how the query's attributes are read: a model call, keywords (no call), or none"
     )
     solve: bool = Field(True, description="write the matched issue's solution now if it has none (lazy KBs)")
-    passages: int = Field(3, ge=0, le=50, description="document passages for the query itself, beside the solution")
+    passages: int = Field(PASSAGES, ge=0, le=50, description="document passages for the query itself, beside the solution")
 
 
 class KBMatchedIssue(BaseModel):

@@ -222,23 +222,21 @@ def load_issues(store: SQLiteStore, kb: str) -> list[KBIssue]:
     ]
 
 
+_CHUNK_ROWS = "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ?"
+
+
 def load_chunks(store: SQLiteStore, kb: str, ids: Sequence[str] | None = None) -> list[KBChunk]:
     """Every chunk of the KB in stored order, or only those of `ids` (in that order; unknown ids left out)."""
     if ids is None:
-        rows = store.query(
-            "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ? ORDER BY rowid",
-            (kb,),
-        )
-        return [KBChunk(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]
+        return [_chunk(r) for r in store.query(_CHUNK_ROWS + " ORDER BY rowid", (kb,))]
     wanted = list(dict.fromkeys(ids))
     found: dict[str, KBChunk] = {}
     for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
         part = wanted[start : start + 500]
-        rows = store.query(
-            "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ? AND id IN ("
-            + ",".join("?" * len(part))
-            + ")",
-            (kb, *part),
-        )
-        found.update({r[0]: KBChunk(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows})
+        rows = store.query(_CHUNK_ROWS + f" AND id IN ({','.join('?' * len(part))})", (kb, *part))
+        found.update((r[0], _chunk(r)) for r in rows)
     return [found[i] for i in wanted if i in found]
+
+
+def _chunk(r: Sequence[Any]) -> KBChunk:
+    return KBChunk(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5])

@@ -22,6 +22,7 @@ from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask, string
 from knowtree.records import KBChunk
 from knowtree.retrieve import Passage
+from knowtree.text import clip
 
 CHUNK_CHARS = 1500
 CONTEXT_CHARS = 300
@@ -84,9 +85,7 @@ def contextualize_with_model(
             purpose="kb_context",
             max_tokens=120,
         ).value
-        said = " ".join(reply.context.split())
-        if len(said) > CONTEXT_CHARS:
-            said = said[:CONTEXT_CHARS].rsplit(" ", 1)[0] + "…"
+        said = clip(reply.context, CONTEXT_CHARS)
         chunk.context = f"{' > '.join(chunk.path)}: {said}"
         previous = said
         if progress:

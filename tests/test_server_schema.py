@@ -23,9 +23,12 @@ from test_kb import write_inputs  # noqa: E402
 
 def _schema() -> object:
     """The app over a small database made once for this module (schemathesis needs the schema at import)."""
+    import atexit
+    import shutil
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="knowtree-schema-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # made at import, so no fixture can remove it
     kt = knowtree.open(root / "kb.db", model=KeywordModel())
     kt.build(write_corpus(root / "docs"), tree="notes")
     kt.memory("chat").add(CHAT)

@@ -61,7 +61,7 @@ def test_budget_settings_from_the_environment(
 
 def test_max_calls_per_question(cli: CliRunner, doc: str) -> None:
     assert cli.invoke(app, ["build", doc, *BUILD]).exit_code == 0
-    q = ["ask", "t", "How many ships did keeper number 7 log?", "--db", "kb.db", "--model", "keyword"]
+    q = ["ask", "t", "How many ships did keeper number 7 log?", "--db", "kb.db", "--model", "keyword", "--mode", "walk"]
     result = cli.invoke(app, [*q, "--max-calls", "1"])
     assert result.exit_code == 1 and "budget reached" in result.stderr
     assert cli.invoke(app, q).exit_code == 0

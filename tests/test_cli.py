@@ -128,16 +128,19 @@ def test_ask_json(cli: CliRunner, built: list[str]) -> None:
     assert {"answer", "status", "citations", "trace", "usage", "parts"} <= set(answer)
     assert answer["status"] == "complete" and "Alice Chen" in answer["answer"]
     (citation,) = answer["citations"]
-    assert citation["file"] == "docs/budget.md" and citation["line_start"] == 1
+    assert citation["file"] == "docs/budget.md" and citation["line_start"] == 4  # the line that says it
+    # a chunk tree's default: the index finds the evidence without a model, one call answers
+    assert answer["trace"][0]["outcome"].startswith("retrieve:") and answer["usage"]["calls"] == 1
     assert [s["action"] for s in answer["trace"]][-1] == "read"
 
 
 def test_ask_text_and_trace(cli: CliRunner, built: list[str]) -> None:
     q = "Who approved the marketing budget and when did the launch happen?"
-    plain = ok(cli, "ask", "t", q, "--db", "kb.db", "--model", "keyword")
+    walk = ("--db", "kb.db", "--model", "keyword", "--mode", "walk")
+    plain = ok(cli, "ask", "t", q, *walk)
     assert "status: complete" in plain and "docs/budget.md:1-" in plain and "docs/launch.md:1-" in plain
     assert "trace:" not in plain
-    traced = ok(cli, "ask", "t", q, "--db", "kb.db", "--model", "keyword", "--trace")
+    traced = ok(cli, "ask", "t", q, *walk, "--trace")
     assert "trace:" in traced
     for action in ("decompose", "choose", "read", "combine"):
         assert re.search(rf"^\s+\d+\. {action}", traced, re.M), action

@@ -48,9 +48,9 @@ def test_build_fills_metadata_and_rebuild_is_free(sample_kb) -> None:
     assert again.usage.calls == 0 and again.usage.cached == 4
 
 
-def test_answer_cites_the_right_file(sample_kb) -> None:
+def test_the_walk_cites_the_right_file(sample_kb) -> None:
     kt, _, _ = sample_kb
-    answer = kt.tree("sample").ask("Which database did the team choose for Lighthouse?")
+    answer = kt.tree("sample").ask("Which database did the team choose for Lighthouse?", mode="walk")
     assert answer.status == "complete", answer.trace
     assert "postgres" in (answer.answer or "").lower()
     assert any(c.file.endswith("meetings.md") for c in answer.citations)
@@ -58,7 +58,8 @@ def test_answer_cites_the_right_file(sample_kb) -> None:
     assert [s.action for s in answer.trace][:2] == ["choose", "read"]
 
 
-def test_answer_split_across_two_files_is_combined(sample_kb) -> None:
+def test_answer_split_across_two_files_cites_both(sample_kb) -> None:
+    """The README's question, asked the default way (a chunk tree: the index, one answer call)."""
     kt, _, _ = sample_kb
     answer = kt.tree("sample").ask(
         "Which database did the team choose, and on which days are production deploys allowed?"
@@ -68,7 +69,10 @@ def test_answer_split_across_two_files_is_combined(sample_kb) -> None:
     assert files == {"meetings.md", "handbook.md"}
     text = (answer.answer or "").lower()
     assert "postgres" in text and "tuesday" in text
-    assert any(s.action == "combine" for s in answer.trace)
+    # split in two, each part's evidence found by the index, one answer call per part
+    assert answer.trace[0].action == "decompose" and len(answer.parts) == 2
+    assert sum(s.outcome.startswith("retrieve:") for s in answer.trace) == 2
+    assert answer.usage.calls + answer.usage.cached == 3
 
 
 def test_unanswerable_question_says_so(sample_kb) -> None:

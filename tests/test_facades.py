@@ -44,7 +44,9 @@ CHAT = [
 def test_router_table() -> None:
     assert set(MODES) == {"auto", "walk", "search", "retrieve", "nav"}
     doc, conv = "document", "conversation"
-    assert route(doc, None) == Plan("walk", "auto")  # a chunk tree: the walker
+    assert route(doc, None) == Plan("retrieve", "retrieve")  # a chunk tree: its index, one answer call
+    assert route(doc, "auto") == Plan("retrieve", "retrieve")
+    assert route(doc, "walk") == Plan("walk", "walk")
     assert route(doc, None, structured=True) == Plan("structured", "auto")
     assert route(doc, "search") == Plan("structured", "search")
     assert route(doc, None, default_mode="walk", structured=lambda: True) == Plan("structured", "walk")

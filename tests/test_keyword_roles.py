@@ -82,7 +82,7 @@ def build_and_ask(db: Path, model: FunctionModel, kind: str) -> knowtree.Answer:
     with knowtree.open(db, model=model) as kt:
         if kind == "documents":
             kt.build([str(SAMPLES)], tree="t")
-            return kt.tree("t").ask(QUESTION)
+            return kt.tree("t").ask(QUESTION, mode="walk")  # the walk: the roles below
         memory = kt.memory("chat")
         memory.embedder = "hash"
         memory.add(chat())

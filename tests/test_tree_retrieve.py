@@ -622,3 +622,32 @@ def test_chat_add_with_no_summaries_then_retrieve_from_the_cli(
         app, ["ask", "mem", "Where did Beth move?", "--db", "kb.db", "--mode", "retrieve", "--no-answer"]
     )
     assert shown.exit_code == 0 and "Lisbon" in shown.stdout and "mem:11" in shown.stdout
+
+
+# -- a question asking for several facts ---------------------------------------------------------------
+
+
+def test_retrieve_answers_each_part_of_a_question_from_its_own_evidence(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(write_corpus(tmp_path / "docs"), tree="t")
+        answer = kt.tree("t").ask("Who approved the marketing budget and when did the launch happen?", mode="retrieve")
+    assert answer.status == "complete"
+    assert "Alice Chen" in (answer.answer or "") and "September 14" in (answer.answer or "")
+    assert [(c.file.rsplit("/", 1)[-1], c.line_start) for c in answer.citations] == [("budget.md", 4), ("launch.md", 4)]
+    assert answer.trace[0].action == "decompose" and [p["status"] for p in answer.parts] == ["complete"] * 2
+    assert sum(s.outcome.startswith("retrieve:") for s in answer.trace) == 2  # each part its own evidence
+    assert answer.usage.calls == 3  # the split, then one answer call per part
+
+
+def test_a_part_the_tree_cannot_answer_makes_the_answer_partial_and_says_which(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(write_corpus(tmp_path / "docs"), tree="t")
+        q = "Who approved the marketing budget and what is the airspeed of an unladen swallow?"
+        answer = kt.tree("t").ask(q, mode="retrieve")
+        simple = kt.tree("t").ask("Who approved the marketing budget?", mode="retrieve")
+    assert answer.status == "partial" and "Alice Chen" in (answer.answer or "")
+    assert "[not found: what is the airspeed of an unladen swallow?]" in (answer.answer or "")
+    assert [c.file.rsplit("/", 1)[-1] for c in answer.citations] == ["budget.md"]
+    assert [p["status"] for p in answer.parts] == ["complete", "none"]
+    assert simple.status == "complete" and all(s.action != "decompose" for s in simple.trace)  # no split call
+    assert simple.usage.calls + simple.usage.cached == 1

@@ -115,7 +115,7 @@ def test_search_level_by_level_when_the_outline_does_not_fit(tmp_path: Path) -> 
     assert "level by level" not in full.trace[0].outcome
 
 
-def test_auto_mode_walks_chunk_trees_and_searches_structured_ones(tmp_path: Path) -> None:
+def test_auto_mode_retrieves_on_chunk_trees_and_searches_structured_ones(tmp_path: Path) -> None:
     pdf = filing(tmp_path, "acme.pdf", "Acme", 2021, 42)
     md = tmp_path / "note.md"
     md.write_text("The warranty lasts five years for every frame.\n", encoding="utf-8")
@@ -123,8 +123,10 @@ def test_auto_mode_walks_chunk_trees_and_searches_structured_ones(tmp_path: Path
     with knowtree.open(tmp_path / "kb.db", model=model, describe=False) as kt:
         kt.build([str(pdf)], tree="f")
         kt.build([str(md)], tree="n")
-        kt.tree("n").ask("How long does the warranty last?")
-        assert model.count("search") == 0 and model.count("read") == 1  # core tree: the walk
+        before = len(model.requests)
+        answer = kt.tree("n").ask("How long does the warranty last?")
+        assert model.count("search") == 0 and model.count("read") == 0  # a chunk tree: no walk
+        assert len(model.requests) - before == 1 and answer.trace[0].outcome.startswith("retrieve:")
         kt.tree("f").ask("What total revenue do the financial statements show?")
         assert model.count("search") == 1
 

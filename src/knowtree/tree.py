@@ -154,12 +154,17 @@ class Tree:
     def _retrieve_answer(
         self, question: str, client: LLMClient, budget_tokens: int | None, on_step: EventSink | None
     ) -> Answer:
-        from knowtree.answer.indexed import DEFAULT_BUDGET, answer_from_evidence
+        from knowtree.answer.indexed import DEFAULT_BUDGET, answer_by_parts
 
         budget = budget_tokens or DEFAULT_BUDGET
-        evidence = self.retrieve(question, budget_tokens=budget)
-        return answer_from_evidence(
-            self.nodes, self.info.root_id, evidence, question, client, budget, on_step
+        return answer_by_parts(
+            self.nodes,
+            self.info.root_id,
+            question,
+            client,
+            budget,
+            lambda text, tokens: self.retrieve(text, budget_tokens=tokens),
+            on_step,
         )
 
     def _nav_answer(

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from knowtree.answer.parts import Split, split_question
 from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch
-from knowtree.types import Answer, NavStep, Node, NodeKind, NodeMeta, Span
+from knowtree.types import Answer, Citation, NavStep, Node, NodeKind, NodeMeta, Span, Usage
 
 if TYPE_CHECKING:
     from knowtree.llm.client import LLMClient
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT_BUDGET = 2048
+MIN_PART_BUDGET = 256  # tokens of evidence a part of a question gets at least
 
 
 def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) -> dict[str, Node]:
@@ -95,6 +97,65 @@ def answer_from_evidence(
     answer = answer_over_evidence(tree_nodes, evidence, question, client, budget, on_step)
     answer.trace = [first, *answer.trace]
     return answer
+
+
+def answer_by_parts(
+    tree_nodes: dict[str, Node],
+    root_id: str | None,
+    question: str,
+    client: LLMClient,
+    budget: int,
+    retrieve: Callable[[str, int], Sequence[Evidence]],
+    on_step: Callable[[NavStep], None] | None = None,
+) -> Answer:
+    """`--mode retrieve` for any question: split into the facts it asks for (the walk's rule, so a
+    simple question stays whole without a model call), each part retrieved (`retrieve(text, budget)`)
+    with its share of the budget and answered with its own verified quote. The answer joins the
+    parts' answers and citations; it is complete only when every part is, none when no part is."""
+    split = split_question(client, question.strip())
+    if split.step is not None and on_step:
+        on_step(split.step)
+    if len(split.parts) == 1:
+        answers = [answer_from_evidence(tree_nodes, root_id, retrieve(question, budget), question, client, budget, on_step)]
+    else:
+        share = max(MIN_PART_BUDGET, budget // len(split.parts))
+        answers = [
+            answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
+            for part in split.parts
+        ]
+    return joined(question, split, answers)
+
+
+def joined(question: str, split: Split, answers: Sequence[Answer]) -> Answer:
+    """One answer from the parts' answers (a single part's answer as it is, with the split's cost)."""
+    usage = Usage()
+    usage.add(split.usage)
+    for a in answers:
+        usage.add(a.usage)
+    trace = ([split.step] if split.step is not None else []) + [s for a in answers for s in a.trace]
+    if len(answers) == 1:
+        return answers[0].model_copy(update={"question": question, "trace": trace, "usage": usage})
+    found = [a for a in answers if a.answer]
+    missing = [p for p, a in zip(split.parts, answers, strict=True) if not a.answer]
+    text = ""
+    for a in found:  # terse answers ("PostgreSQL") kept apart; sentences follow one another
+        said = (a.answer or "").strip()
+        text += ("" if not text else " " if text[-1] in ".!?" else "; ") + said
+    text = text or None
+    if text and missing:
+        text += " [not found: " + "; ".join(missing) + "]"
+    statuses = {a.status for a in answers}
+    status = "complete" if statuses == {"complete"} else ("partial" if found else "none")
+    citations: list[Citation] = []
+    for a in answers:
+        citations += [c for c in a.citations if not any(c.node_id == d.node_id and c.quote == d.quote for d in citations)]
+    parts = [
+        {"part": p, "status": a.status, "answer": a.answer, **(a.parts[0] if a.parts else {}), "part_of": question}
+        for p, a in zip(split.parts, answers, strict=True)
+    ]
+    return Answer(
+        question=question, answer=text, status=status, citations=citations, trace=trace, usage=usage, parts=parts
+    )
 
 
 def render_evidence(evidence: Sequence[Evidence]) -> str:

@@ -20,7 +20,6 @@ What a walk keeps and the answer made from it (citations, combining parts) are i
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +28,12 @@ from typing import Any
 from knowtree.answer.evidence import (
     content_words,
     is_multiple_choice,
-    jaccard,
     lexical_score,
     option_letter,
     supported,
 )
-from knowtree.answer.replies import Choice, PartReply, Parts, read_reply
+from knowtree.answer.parts import split_question
+from knowtree.answer.replies import Choice, PartReply, read_reply
 from knowtree.answer.walk_result import Finding, WalkRecord, WalkState
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
@@ -113,54 +112,13 @@ class Walker(WalkRecord):
 
     # -- steps ---------------------------------------------------------------------------------
     def _decompose(self, question: str, state: WalkState) -> list[str]:
-        simple = (
-            not self.options.verify  # without verification there are no parts to keep apart
-            or is_multiple_choice(question)  # the options belong with the question
-            or (
-                question.count("?") <= 1
-                and len(question.split()) <= 14
-                and not re.search(r"\b(and|also|as well as)\b|;", question, re.IGNORECASE)
-            )
-        )
-        if simple:
+        if not self.options.verify:  # without verification there are no parts to keep apart
             return [question]
-        started = time.monotonic()
-        try:
-            result = ask(
-                self.client,
-                narrowed(Parts, parts={"maxItems": self.options.max_parts}),
-                "decompose",
-                question=question,
-                purpose="decompose",
-                max_tokens=200,
-            )
-        except ModelOutputError as exc:
-            self._charge(state, exc)
-            self._step(state, NavStep(action="decompose", outcome="kept the question whole", error=str(exc)))
-            return [question]
-        asked = set(content_words(question))
-        parts: list[str] = []
-        for p in result.value.parts[: self.options.max_parts]:
-            words = set(content_words(p))
-            # a rephrasing of a part already kept is not a new part
-            if p.strip() and not any(jaccard(words, set(content_words(q))) >= 0.5 for q in parts):
-                parts.append(p.strip())
-        error = None
-        if not parts or any(not (set(content_words(p)) & asked) for p in parts):
-            error = f"parts unrelated to the question were ignored: {parts}"
-            parts = [question]
-        self._usage_step(
-            state,
-            NavStep(
-                action="decompose",
-                outcome=f"{len(parts)} part(s): " + " | ".join(parts),
-                error=error,
-            ),
-            result.usage,
-            result.cached,
-            started,
-        )
-        return parts
+        split = split_question(self.client, question, self.options.max_parts)
+        state.usage.add(split.usage)
+        if split.step is not None:
+            self._step(state, split.step)
+        return split.parts
 
     def _descend(self, node: Node, question: str, state: WalkState) -> Node | None:
         """Walk down to a node whose children are leaves; None when nothing below is left."""

@@ -119,13 +119,23 @@ document.addEventListener("toggle", (ev) => {
 }, true);
 
 // ---- asking -------------------------------------------------------------------------------
-function highlightPath(trace) {
+// the nodes the trace went through, and every cited node with the branches above it (an answer
+// found through the index has no walk to show: its path is the cited leaf's place in the tree)
+function highlightPath(trace, citations) {
   document.querySelectorAll(".tree .on-path").forEach((e) => e.classList.remove("on-path"));
   for (const step of trace) {
     for (const id of [step.node_id, step.choice]) {
       if (!id) continue;
       const item = nodeItem(id);
       if (item) { item.classList.add("on-path"); reveal(id); }
+    }
+  }
+  for (const c of citations || []) {
+    let item = c.node_id ? nodeItem(c.node_id) : null;
+    if (item) reveal(c.node_id);
+    while (item) {
+      item.classList.add("on-path");
+      item = item.parentElement ? item.parentElement.closest("li[role=treeitem]") : null;
     }
   }
 }
@@ -166,7 +176,7 @@ if (askForm) {
           }
           out.insertBefore(el("h4", {}, "Citations"), steps.previousSibling);
           out.insertBefore(cites, steps.previousSibling);
-          highlightPath(data.trace && data.trace.length ? data.trace : trace);
+          highlightPath(data.trace && data.trace.length ? data.trace : trace, data.citations);
           out.dataset.done = "1";
         } else if (event === "error") {
           text.textContent = "error: " + data.detail;

@@ -115,14 +115,11 @@ def answer_by_parts(
     split = split_question(client, question.strip())
     if split.step is not None and on_step:
         on_step(split.step)
-    if len(split.parts) == 1:
-        answers = [answer_from_evidence(tree_nodes, root_id, retrieve(question, budget), question, client, budget, on_step)]
-    else:
-        share = max(MIN_PART_BUDGET, budget // len(split.parts))
-        answers = [
-            answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
-            for part in split.parts
-        ]
+    share = budget if len(split.parts) == 1 else max(MIN_PART_BUDGET, budget // len(split.parts))
+    answers = [
+        answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
+        for part in split.parts
+    ]
     return joined(question, split, answers)
 
 

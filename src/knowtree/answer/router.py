@@ -82,8 +82,9 @@ def route(
     if is_structured or chosen == "search":
         return Plan("structured", chosen, strategy=strategy)
     if chosen == "auto":
-        # a chunk tree: its index finds the evidence and one call answers. The walk read less evidence
-        # in 7-15 sequential calls (QuALITY 0.25 vs 0.556 for retrieve; benchmarks/RESULTS.md).
+        # a chunk tree: its index finds the evidence and one call per part answers. On the same 9
+        # QuALITY questions the walk got 5 right in a median 351 s (8.4 calls), retrieve 7 in 47 s
+        # (benchmarks/RESULTS.md, "Default mode").
         return Plan("retrieve", "retrieve", strategy=strategy)
     return Plan("walk", chosen)
 

@@ -7,6 +7,8 @@ structure), then every dev question on that document is asked with
 * `search`: one tree-search call over the outline; the sections it picks are read within the token
   budget (retrieval only by default: `--answer` adds the answer call);
 * `walk`: the walker (choose, read, verify, backtrack) on the same tree;
+* `retrieve`: the tree as an index (`Tree.retrieve`, no model call) within the same token budget;
+  pages = the pages of the evidence pieces shown (`--answer` adds the answer call, pages the same);
 * `bm25`: SQLite FTS5 BM25 over the document's pages, top k pages, with k = the pages the compared
   method read for that question (so at the same page budget), and at a fixed k.
 
@@ -70,6 +72,22 @@ def pages_read(trace: list, nodes: dict) -> list[int]:
                 if s.page_start is not None:
                     pages.extend(range(s.page_start, (s.page_end or s.page_start) + 1))
     return list(dict.fromkeys(pages))
+
+
+def evidence_pages_read(evidence: list) -> list[int]:
+    """The pages of the evidence pieces `Tree.retrieve` returned (their citations' page ranges)."""
+    pages: list[int] = []
+    for ev in evidence:
+        c = ev.citation
+        if c.page_start is not None:
+            pages.extend(range(c.page_start, (c.page_end or c.page_start) + 1))
+    return list(dict.fromkeys(pages))
+
+
+def _no_answer(question: str):
+    from knowtree.types import Answer
+
+    return Answer(question=question, answer=None, status="none")
 
 
 def text_tokens(trace: list, nodes: dict) -> int:
@@ -186,13 +204,24 @@ def main() -> int:
                         ),
                     )
                 try:
-                    answer = tree.run_plan(
-                        Plan("structured", mode),
-                        q["question"],
-                        budget_tokens=args.budget,
-                        walk_options=options,
-                        answer=args.answer or mode == "walk",
-                    )
+                    if mode == "retrieve":
+                        evidence = tree.retrieve(q["question"], budget_tokens=args.budget)
+                        answer = (
+                            tree.run_plan(
+                                Plan("retrieve", "retrieve"), q["question"], budget_tokens=args.budget
+                            )
+                            if args.answer
+                            else _no_answer(q["question"])
+                        )
+                    else:
+                        evidence = None
+                        answer = tree.run_plan(
+                            Plan("structured", mode),
+                            q["question"],
+                            budget_tokens=args.budget,
+                            walk_options=options,
+                            answer=args.answer or mode == "walk",
+                        )
                 except KnowtreeError as exc:  # recorded as a miss with its error, never skipped silently
                     from knowtree.types import Answer
 
@@ -200,12 +229,17 @@ def main() -> int:
                     failure = f"{type(exc).__name__}: {exc}"
                 else:
                     failure = None
-                read = pages_read(answer.trace, nodes)
+                if mode == "retrieve" and failure is None:
+                    read = evidence_pages_read(evidence)
+                    tokens = sum(ev.tokens for ev in evidence)
+                else:
+                    read = pages_read(answer.trace, nodes)
+                    tokens = text_tokens(answer.trace, nodes)
                 row[mode] = {
                     "hit": bool(gold & set(read)),
                     "pages": read,
                     "pages_read": len(read),
-                    "text_tokens": text_tokens(answer.trace, nodes),
+                    "text_tokens": tokens,
                     "llm_calls": answer.usage.calls,
                     "cached": answer.usage.cached,
                     "model_tokens": answer.usage.input_tokens + answer.usage.output_tokens,

@@ -18,8 +18,10 @@ token budget (tokens ≈ characters / 4 for every method):
 Hit = at least one gold evidence turn (dia_id) among the retrieved ones; recall = the share of them.
 
 With ``--judge K`` it also answers the first K questions (stratified) whose evidence lies in the
-memory, with the tree (`Memory.ask`) and with the whole conversation in one prompt (when it fits the
-model's context window), and has the model judge both against the gold answer.
+memory, with the tree (`Memory.ask(mode="walk")`, the memory navigator), with the memory as an index
+(`mode="retrieve"`, with ``--judge-retrieve``; same reading budget, ``--judge-budget``) and with the
+whole conversation in one prompt (when it fits the model's context window), and has the model judge
+each against the gold answer.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--judge", type=int, default=0, help="questions to answer and judge (tree vs full context)"
     )
+    ap.add_argument("--judge-retrieve", action="store_true", help="also answer with mode=retrieve")
+    ap.add_argument("--judge-budget", type=int, default=800, help="tokens of messages read per answer")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
@@ -169,14 +173,19 @@ def main(argv: list[str] | None = None) -> int:
                 "question": c.question,
                 "gold": c.answer,
             }
-            a = mem.ask(c.question)
-            row["tree"] = {
-                "answer": a.answer,
-                "status": a.status,
-                "calls": a.usage.calls + a.usage.cached,
-                "tokens": a.usage.input_tokens + a.usage.output_tokens,
-                "correct": judge_answer(client, c.question, c.answer or "", a.answer).correct,
-            }
+            for key, mode in (("tree", "walk"), ("retrieve", "retrieve")):
+                if key == "retrieve" and not args.judge_retrieve:
+                    continue
+                started = time.monotonic()
+                a = mem.ask(c.question, mode=mode, budget_tokens=args.judge_budget)
+                row[key] = {
+                    "answer": a.answer,
+                    "status": a.status,
+                    "calls": a.usage.calls + a.usage.cached,
+                    "tokens": a.usage.input_tokens + a.usage.output_tokens,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "correct": judge_answer(client, c.question, c.answer or "", a.answer).correct,
+                }
             if fits:
                 res = ask(
                     client,
@@ -197,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             judged.append(row)
             write(args, kt, rows, per_q, judged)
             print(
-                f"judged {c.id}: tree {row['tree']['correct']} full {row.get('full', {}).get('correct')}",
+                f"judged {c.id}: tree {row['tree']['correct']} retrieve {row.get('retrieve', {}).get('correct')} "
+                f"full {row.get('full', {}).get('correct')}",
                 file=sys.stderr,
             )
 
@@ -250,6 +260,11 @@ def write(
                 else None
             ),
             "full_fits": "full" in judged[0],
+            "retrieve_accuracy": (
+                round(sum(j["retrieve"]["correct"] for j in judged) / len(judged), 3)
+                if "retrieve" in judged[0]
+                else None
+            ),
         }
     out = {
         "conversation": args.conversation,

@@ -136,6 +136,25 @@ def test_tree_ask_mode_nav_answers_within_four_calls(tmp_path: Path, monkeypatch
     assert any(s.action == "combine" and "prior" in s.outcome for s in answer.trace)
 
 
+def test_nav_answers_each_part_of_a_question_from_its_own_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("knowtree.retrieve.treesearch.resolve_embedder", lambda e: None)
+    write_corpus(tmp_path / "docs")
+    calls: list[str] = []
+    with KnowTree(tmp_path / "kb.db", model=_judge_then_keyword(calls), summaries="none") as kt:
+        kt.build([str(p) for p in sorted((tmp_path / "docs").iterdir())], tree="t")
+        q = "Who approved the marketing budget and when did the launch happen?"
+        answer = kt.tree("t").ask(q, mode="nav", budget_tokens=800)
+    assert calls[0] == "decompose" and calls.count("search_answer") == 2  # one answer call per part
+    assert answer.status == "complete" and [p["status"] for p in answer.parts] == ["complete"] * 2
+    assert "Alice Chen" in (answer.answer or "") and "September 14" in (answer.answer or "")
+    assert sorted(c.file.rsplit("/", 1)[-1] for c in answer.citations) == ["budget.md", "launch.md"]
+    # each part its own ranking and evidence
+    assert [s.action for s in answer.trace if s.outcome.startswith("nav:")] == ["combine", "read"] * 2
+    assert answer.usage.calls == len(calls)  # counted once, not once per part
+
+
 def test_cli_mode_nav(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("knowtree.retrieve.treesearch.resolve_embedder", lambda e: None)

@@ -115,20 +115,60 @@ def test_search_level_by_level_when_the_outline_does_not_fit(tmp_path: Path) -> 
     assert "level by level" not in full.trace[0].outcome
 
 
-def test_auto_mode_retrieves_on_chunk_trees_and_searches_structured_ones(tmp_path: Path) -> None:
+def test_auto_mode_retrieves_and_searches_a_structured_tree_only_when_steered(tmp_path: Path) -> None:
     pdf = filing(tmp_path, "acme.pdf", "Acme", 2021, 42)
     md = tmp_path / "note.md"
     md.write_text("The warranty lasts five years for every frame.\n", encoding="utf-8")
     model = Counting()
-    with knowtree.open(tmp_path / "kb.db", model=model, describe=False) as kt:
+    db = tmp_path / "kb.db"
+    with knowtree.open(db, model=model, describe=False) as kt:
         kt.build([str(pdf)], tree="f")
         kt.build([str(md)], tree="n")
         before = len(model.requests)
         answer = kt.tree("n").ask("How long does the warranty last?")
         assert model.count("search") == 0 and model.count("read") == 0  # a chunk tree: no walk
         assert len(model.requests) - before == 1 and answer.trace[0].outcome.startswith("retrieve:")
+        # a PDF's section tree: its index too (one answer call); the evidence, neighbouring sections
+        # merged, spans pages 1-4, the citation names the quote's own section and page
+        before = len(model.requests)
+        answer = kt.tree("f").ask("What was the total revenue in 2021?")
+        assert model.count("search") == 0 and len(model.requests) - before == 1
+        assert answer.trace[0].outcome.startswith("retrieve:")
+        assert answer.status == "complete" and "42 million" in (answer.answer or "")
+        (c,) = answer.citations
+        assert (c.page_start, c.page_end) == (3, 3)
+        assert kt.tree("f").nodes[c.node_id].meta.title == "Financial statements"
+    # an expert note that matches the question: the tree search that reads it
+    assert runner.invoke(
+        app, ["expert", "add", "Revenue is in the financial statements", "--tree", "f", "--db", str(db)]
+    ).exit_code == 0
+    with knowtree.open(db, model=model, describe=False) as kt:
         kt.tree("f").ask("What total revenue do the financial statements show?")
         assert model.count("search") == 1
+        kt.tree("f").ask("Which risks are there for steel?")  # the note does not match: the index
+        assert model.count("search") == 1
+
+
+def test_evidence_and_answers_cite_the_page_their_text_is_on(tmp_path: Path) -> None:
+    pages = [
+        ["Acme annual report 2021"],
+        ["Costs", "Rent was 3 million dollars for the Oslo office.", *filler("rent", 8)],
+        ["Travel was 9 million dollars for the sales team.", *filler("travel", 8)],
+    ]
+    pdf = with_outline(make_pdf(tmp_path / "plain.pdf", pages), tmp_path / "acme.pdf", [("Costs", 1, 1)])
+    with knowtree.open(tmp_path / "kb.db", model=Counting(), describe=False) as kt:
+        kt.build([str(pdf)], tree="f")
+        tree = kt.tree("f")
+        (costs,) = [n for n in tree.nodes.values() if n.meta.title == "Costs"]
+        assert (costs.spans[0].page_start, costs.spans[-1].page_end) == (2, 3)  # one leaf, two pages
+        # a piece of it cites the page its text is on, not the leaf's two
+        (rent,) = [e for e in tree.retrieve("Rent for the Oslo office", budget_tokens=110) if "Oslo" in e.text]
+        (travel,) = tree.retrieve("How much was travel for the sales team?", budget_tokens=60)
+        assert "Oslo" in rent.text and (rent.citation.page_start, rent.citation.page_end) == (2, 2)
+        assert "travel" in travel.text and (travel.citation.page_start, travel.citation.page_end) == (3, 3)
+        answer = tree.ask("How much was travel for the sales team?", budget_tokens=400)
+    assert answer.status == "complete" and "9 million" in (answer.answer or "")
+    assert (answer.citations[0].page_start, answer.citations[0].page_end) == (3, 3)  # the quote's page
 
 
 def test_walk_mode_on_a_structured_tree_cites_pages(tmp_path: Path) -> None:
@@ -188,6 +228,24 @@ def test_collection_metadata_strategy_routes_to_company_and_year(collection: Pat
     assert answer.trace[0].outcome.endswith("acme-2021.pdf")
     assert answer.status == "complete" and "42 million" in (answer.answer or "")
     assert answer.citations[0].file.endswith("acme-2021.pdf") and answer.citations[0].page_start == 3
+
+
+def test_collection_reads_the_chosen_document_through_the_index(collection: Path) -> None:
+    model = Counting()
+    with knowtree.open(collection, model=model) as kt:
+        tree = kt.tree("c")
+        doc = next(c for c in tree.root.children if tree.nodes[c].spans[0].file.endswith("acme-2021.pdf"))
+        scoped = tree.retrieve("total revenue", budget_tokens=4000, scope=[doc])
+        assert scoped and all(e.citation.file.endswith("acme-2021.pdf") for e in scoped)
+        everywhere = tree.retrieve("total revenue", budget_tokens=4000)
+        assert {e.citation.file for e in everywhere} > {e.citation.file for e in scoped}
+        answer = tree.ask("What total revenue do the financial statements show for Acme in 2021?")
+    # auto: the documents picked first (metadata), then the chosen one read through the index
+    assert model.count("collection_filter") == 1 and model.count("search") == 0
+    assert model.count("search_answer") == 1
+    assert answer.trace[0].outcome.endswith("acme-2021.pdf") and answer.trace[1].outcome.startswith("retrieve:")
+    assert answer.status == "complete" and answer.citations[0].file.endswith("acme-2021.pdf")
+    assert answer.citations[0].page_start == 3
 
 
 def test_collection_metadata_relaxes_filters_and_auto_falls_back_to_descriptions(collection: Path) -> None:

@@ -69,7 +69,8 @@ class Settings(BaseModel):
     describe: bool = Field(True, description="one-sentence description + metadata per document (1 call each)")
     ask_mode: AskMode = Field(
         "auto",
-        description="auto (retrieve on chunk trees, search on structured trees, the navigator on memories), "
+        description="auto (retrieve, a collection's documents picked first; search on a structured tree when "
+        "expert notes match; the navigator on memories), "
         "walk (navigate with backtracking), search (one call over the outline), "
         "retrieve (the tree as an index, one answer call), nav (index scores, a judged beam, one answer call)",
     )

@@ -10,7 +10,7 @@ one recorded run too, storing each node's as it is made.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.modes import is_structured
@@ -170,33 +170,28 @@ class Tree:
     def _nav_answer(
         self, question: str, client: LLMClient, budget_tokens: int | None, on_step: EventSink | None
     ) -> Answer:
-        """Score-guided navigation: the tree's scores (no model), a judged beam, one answer call."""
-        from knowtree.answer.indexed import DEFAULT_BUDGET
+        """Score-guided navigation: the tree's scores (no model), a judged beam, one answer call; a
+        question asking for several facts: per part, as `--mode retrieve` does."""
+        from knowtree.answer.indexed import DEFAULT_BUDGET, by_parts
         from knowtree.answer.nav import ask_nav
         from knowtree.retrieve.treeindex import TreeIndex
         from knowtree.retrieve.treesearch import default_params, rank_tree, resolve_embedder, shape_of
 
         index = TreeIndex(self.kt.store, self.name)
         shape = shape_of(index)
-        ranking = rank_tree(
-            index,
-            question,
-            embedder=resolve_embedder("default"),
-            params=default_params(self.info.kind),
-            shape=shape,
-        )
         budget = budget_tokens or DEFAULT_BUDGET
-        return ask_nav(
-            index,
-            ranking,
-            shape,
-            self.nodes,
-            self.info.root_id,
-            question,
-            client,
-            budget=budget,
-            on_step=on_step,
-        )
+
+        def answer_part(part: str, share: int) -> Answer:
+            ranking = rank_tree(
+                index, part, embedder=resolve_embedder("default"), params=default_params(self.info.kind), shape=shape
+            )
+            return ask_nav(
+                index, ranking, shape, self.nodes, self.info.root_id, part, client, budget=share, on_step=on_step
+            )
+
+        got = by_parts(question, client, budget, answer_part, on_step)
+        got.usage = client.usage.model_copy()  # each part's answer carried the client's running total
+        return got
 
     def _structured_answer(
         self,
@@ -210,8 +205,9 @@ class Tree:
     ) -> Answer:
         """Structured trees and collections: what the question needs from the store (expert notes,
         the collection's documents, lazy summaries kept), then `answer.modes.ask_structured`."""
-        from knowtree.answer.modes import StructuredAsk, ask_structured, expert_notes, index_name
-        from knowtree.store.docinfo import doc_infos, list_experts
+        from knowtree.answer.indexed import DEFAULT_BUDGET
+        from knowtree.answer.modes import StructuredAsk, ask_structured, index_name
+        from knowtree.store.docinfo import doc_infos
 
         store, s = self.kt.store, self.kt.settings
         lazy = store.tree_settings(self.name).get("summaries") == "lazy"
@@ -221,14 +217,23 @@ class Tree:
             budget_tokens=budget_tokens or s.search_budget_tokens,
             context_window=self.kt.model.context_window,
             walk_options=walk_options or self.walk_options(),
-            notes=expert_notes([n.text for n in list_experts(store, self.name)], question),
+            notes=self._expert_notes(question),
             documents=doc_infos(store, self.name),
             index_path=store.path if store.path != ":memory:" else None,
             index_name=index_name(self.name),
             summarize=self._summarizer(client) if lazy else None,
             answer=answer,
+            retrieve=lambda text, tokens, scope: self.retrieve(text, budget_tokens=tokens, scope=scope),
+            retrieve_budget=budget_tokens or DEFAULT_BUDGET,
         )
         return ask_structured(self.nodes, self.root.id, question, client, how, on_step)
+
+    def _expert_notes(self, question: str) -> list[str]:
+        """The expert notes (this tree's and '*' notes) that match the question."""
+        from knowtree.answer.modes import expert_notes
+        from knowtree.store.docinfo import list_experts
+
+        return expert_notes([n.text for n in list_experts(self.kt.store, self.name)], question)
 
     def _summarizer(self, client: LLMClient) -> Callable[[Node], NodeMeta]:
         """Lazy summaries (`summaries="lazy"`): a node's metadata made when a navigator first shows
@@ -337,13 +342,25 @@ class Tree:
         )
 
     def retrieve(
-        self, question: str, *, budget_tokens: int = 1024, embedder: Any = "default"
+        self,
+        question: str,
+        *,
+        budget_tokens: int = 1024,
+        embedder: Any = "default",
+        scope: Sequence[str] | None = None,
     ) -> list[Evidence]:
         """The best evidence for `question` within `budget_tokens`, with no model call: the tree as an
         index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
-        citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only."""
+        citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only;
+        `scope`: node ids (a collection's documents) the evidence must come from (default: the tree)."""
         from knowtree.retrieve.treesearch import retrieve_evidence
 
         return retrieve_evidence(
-            self.kt.store, self.name, question, budget_tokens, kind=self.info.kind, embedder=embedder
+            self.kt.store,
+            self.name,
+            question,
+            budget_tokens,
+            kind=self.info.kind,
+            embedder=embedder,
+            scope=None if scope is None or self.info.root_id in scope else scope,
         )

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from knowtree.answer.parts import Split, split_question
-from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch
+from knowtree.answer.evidence import locate
+from knowtree.answer.parts import Split, not_found, split_question
+from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch, cite
 from knowtree.types import Answer, Citation, NavStep, Node, NodeKind, NodeMeta, Span, Usage
 
 if TYPE_CHECKING:
@@ -40,12 +41,17 @@ def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) ->
             page_start=c.page_start,
             page_end=c.page_end,
         )
-        meta = leaf.meta if leaf is not None else None
+        meta = leaf.meta.model_copy() if leaf is not None else NodeMeta()
+        # neighbouring leaves merged into one item: the reader sees every section it holds
+        titles = [tree_nodes[n].meta.title for n in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces) if n in tree_nodes]
+        titles = list(dict.fromkeys(t for t in titles if t))
+        if len(titles) > 1:
+            meta.title = " / ".join(titles)
         out[f"{ev.node_id}#e{i}"] = Node(
             id=f"{ev.node_id}#e{i}",
             kind=NodeKind.LEAF,
             level=0,
-            meta=meta.model_copy() if meta is not None else NodeMeta(),
+            meta=meta,
             text=ev.text,
             spans=[span],
         )
@@ -66,12 +72,39 @@ def answer_over_evidence(
     searcher = TreeSearch(nodes, client, SearchOptions(budget_tokens=budget, answer=True), on_step=on_step)
     got = Retrieved(leaves=list(nodes), chars=sum(len(n.text) for n in nodes.values()))
     answer = searcher.answer(question.strip(), got)
-    for c in answer.citations:
-        c.node_id = c.node_id.split("#e", 1)[0]
+    items = {f"{ev.node_id}#e{i}": ev for i, ev in enumerate(evidence, 1)}
+    answer.citations = [pinpoint(c, items.get(c.node_id), tree_nodes) for c in answer.citations]
     for part in answer.parts:
         if isinstance(part.get("node_id"), str):
             part["node_id"] = part["node_id"].split("#e", 1)[0]
     return answer
+
+
+def pinpoint(citation: Citation, ev: Evidence | None, tree_nodes: dict[str, Node]) -> Citation:
+    """The citation of a quote found in an evidence item, narrowed from the item (neighbouring pieces,
+    possibly of several leaves: pages 1-4) to the leaf that holds the quote, with the quote's own lines
+    and page (`search.cite`). A quote no single leaf holds keeps the item's citation."""
+    citation.node_id = citation.node_id.split("#e", 1)[0]
+    if ev is None or not citation.quote:
+        return citation
+    for leaf_id in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces):
+        leaf = tree_nodes.get(leaf_id)
+        if leaf is not None and leaf.spans and locate(citation.quote, leaf.text) is not None:
+            exact = cite(leaf, citation.quote)
+            exact.timestamp = citation.timestamp or ev.citation.timestamp
+            return exact
+    return citation
+
+
+def evidence_step(node_id: str | None, evidence: Sequence[Evidence]) -> NavStep:
+    """The trace's record of what the index found (no model call): the leaves, items and tokens."""
+    return NavStep(
+        action="read",
+        node_id=node_id,
+        options=[ev.node_id for ev in evidence],
+        outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
+        "found without a model call",
+    )
 
 
 def answer_from_evidence(
@@ -85,18 +118,30 @@ def answer_from_evidence(
 ) -> Answer:
     """`--mode retrieve` after retrieval: the evidence the index found (no model) as the first step
     of the trace, then one answer call over it, quote verified."""
-    first = NavStep(
-        action="read",
-        node_id=root_id,
-        options=[ev.node_id for ev in evidence],
-        outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
-        "found without a model call",
-    )
+    first = evidence_step(root_id, evidence)
     if on_step:
         on_step(first)
     answer = answer_over_evidence(tree_nodes, evidence, question, client, budget, on_step)
     answer.trace = [first, *answer.trace]
     return answer
+
+
+def by_parts(
+    question: str,
+    client: LLMClient,
+    budget: int,
+    answer_part: Callable[[str, int], Answer],
+    on_step: Callable[[NavStep], None] | None = None,
+) -> Answer:
+    """Any question through the index modes: split into the facts it asks for (the walk's rule, so a
+    simple question stays whole without a model call), each part answered by `answer_part(text,
+    budget)` with its share of the budget. The answer joins the parts' answers and citations; it is
+    complete only when every part is, none when no part is."""
+    split = split_question(client, question.strip())
+    if split.step is not None and on_step:
+        on_step(split.step)
+    share = budget if len(split.parts) == 1 else max(MIN_PART_BUDGET, budget // len(split.parts))
+    return joined(question, split, [answer_part(part, share) for part in split.parts])
 
 
 def answer_by_parts(
@@ -108,19 +153,13 @@ def answer_by_parts(
     retrieve: Callable[[str, int], Sequence[Evidence]],
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
-    """`--mode retrieve` for any question: split into the facts it asks for (the walk's rule, so a
-    simple question stays whole without a model call), each part retrieved (`retrieve(text, budget)`)
-    with its share of the budget and answered with its own verified quote. The answer joins the
-    parts' answers and citations; it is complete only when every part is, none when no part is."""
-    split = split_question(client, question.strip())
-    if split.step is not None and on_step:
-        on_step(split.step)
-    share = budget if len(split.parts) == 1 else max(MIN_PART_BUDGET, budget // len(split.parts))
-    answers = [
-        answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
-        for part in split.parts
-    ]
-    return joined(question, split, answers)
+    """`--mode retrieve`: `by_parts`, each part's evidence found by `retrieve(text, budget)` (no
+    model) and answered in one call with its own verified quote."""
+
+    def answer_part(part: str, share: int) -> Answer:
+        return answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
+
+    return by_parts(question, client, budget, answer_part, on_step)
 
 
 def joined(question: str, split: Split, answers: Sequence[Answer]) -> Answer:
@@ -140,7 +179,7 @@ def joined(question: str, split: Split, answers: Sequence[Answer]) -> Answer:
         text += ("" if not text else " " if text[-1] in ".!?" else "; ") + said
     text = text or None
     if text and missing:
-        text += " [not found: " + "; ".join(missing) + "]"
+        text += not_found(missing)
     statuses = {a.status for a in answers}
     status = "complete" if statuses == {"complete"} else ("partial" if found else "none")
     citations: list[Citation] = []

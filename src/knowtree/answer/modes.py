@@ -4,12 +4,15 @@
   the nodes have; nodes without a summary get one the first time they are shown when the tree was
   built with `summaries="lazy"` (the facade's `summarize` callback keeps it, so it is paid once).
 * `search`: `answer.search.TreeSearch`, one call over the outline.
-* `auto`: search for trees built from a document's structure whose outline fits in half the model's
+* `retrieve` (what `auto` does per document): the tree's index, scoped to the document, finds the
+  evidence with no model call and one call per part of the question answers (`answer.indexed`).
+* `auto`: retrieve, unless expert notes match the question (only search and walk read them): then
+  search for trees built from a document's structure whose outline fits in half the model's
   context window (level-by-level search otherwise costs a few calls, still fewer than a walk);
   walk for chunk-based trees, which have no titles to search (`answer.router.pick_mode`).
 
 In a collection (several documents), the documents are chosen first (`answer.collection`), then
-searched or walked one by one until one answers. Which plan runs is `answer.router`'s decision;
+read one by one until one answers. Which plan runs is `answer.router`'s decision;
 this module gets the nodes, a client and what the facade read from the store (`StructuredAsk`).
 """
 
@@ -140,7 +143,10 @@ class StructuredAsk:
     index_path: str | None = None  # where the collection's semantic index lives
     index_name: str = ""
     summarize: Callable[[Node], NodeMeta] | None = None  # lazy summaries: one node's, kept by the facade
-    answer: bool = True  # search: also make the answer call
+    answer: bool = True  # search and retrieve: also make the answer call
+    # the tree's index: (text, budget, scope node ids) → evidence under those nodes; None: no index
+    retrieve: Callable[[str, int, list[str]], Sequence[Any]] | None = None
+    retrieve_budget: int = 2048  # tokens of evidence retrieve reads
 
 
 def ask_structured(
@@ -183,9 +189,15 @@ def ask_structured(
     for scope in scopes:
         # auto decides per document: a collection's outline is never shown whole
         scope_mode = pick_mode(
-            how.mode, is_structured(nodes, scope[0]), outline_tokens(nodes, scope[0]), how.context_window
+            how.mode,
+            is_structured(nodes, scope[0]),
+            outline_tokens(nodes, scope[0]),
+            how.context_window,
+            notes=bool(how.notes) or how.retrieve is None,
         )
-        if scope_mode == "search":
+        if scope_mode == "retrieve":
+            got = _retrieve(nodes, question, scope, client, how, step)
+        elif scope_mode == "search":
             searcher = TreeSearch(
                 nodes,
                 client,
@@ -227,6 +239,30 @@ def index_name(tree: str) -> str:
 
     clean = re.sub(r"[^A-Za-z0-9_]", "_", tree)[:40]
     return f"kt_{clean}_{content_hash(tree, length=8)}"
+
+
+def _retrieve(
+    nodes: dict[str, Node],
+    question: str,
+    scope: list[str],
+    client: Any,
+    how: StructuredAsk,
+    step: Callable[[NavStep], None],
+) -> Answer:
+    """One document (or the whole tree) read through the index: `answer.indexed.answer_by_parts`
+    with retrieval scoped to it; without the answer call (`how.answer` false) the evidence step only."""
+    from knowtree.answer.indexed import answer_by_parts, evidence_step
+
+    assert how.retrieve is not None
+    find = how.retrieve
+
+    def scoped(text: str, tokens: int) -> Sequence[Any]:
+        return find(text, tokens, scope)
+
+    if not how.answer:
+        step(evidence_step(scope[0], scoped(question, how.retrieve_budget)))
+        return Answer(question=question, answer=None, status="none")
+    return answer_by_parts(nodes, scope[0], question, client, how.retrieve_budget, scoped, step)
 
 
 def _walk(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -78,3 +79,8 @@ def split_question(client: LLMClient, question: str, max_parts: int = MAX_PARTS)
         latency_s=round(time.monotonic() - started, 3),
     )
     return Split(parts, step, result.usage)
+
+
+def not_found(parts: Sequence[str]) -> str:
+    """What a partial answer appends for the parts of the question nothing answered (walk and retrieve)."""
+    return " [not found: " + "; ".join(parts) + "]"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowtree.answer.evidence import locate, option_text
+from knowtree.answer.parts import not_found
 from knowtree.answer.replies import Combined
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
@@ -135,8 +136,7 @@ class WalkRecord:
                 parts=parts,
             )
         if state.missing:
-            missing = "; ".join(state.parts[i] for i in state.missing)
-            text = " ".join(f.answer for f in findings) + f" (Not found in the tree: {missing})"
+            text = " ".join(f.answer for f in findings) + not_found([state.parts[i] for i in state.missing])
             status = "partial"
         elif len(findings) == 1:
             text, status = findings[0].answer, "complete"

@@ -46,7 +46,7 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
             if s.source:
                 head += f" ({s.source})"
             if s.choice:
-                pos = s.options.index(s.choice) if s.choice in s.options else "?"
+                pos = s.options.index(s.choice) + 1 if s.choice in s.options else "?"  # 1-based, as sources are
                 head += f" → option {pos} of {len(s.options)} ({s.choice})"
             lines.append(head)
             for label, value in (("reason", s.reason), ("outcome", s.outcome), ("ERROR", s.error)):

@@ -212,8 +212,8 @@ def ask(
     mode: Annotated[
         str | None,
         typer.Option(
-            help="auto (the default: retrieve on chunk trees, search on trees built from structure, the"
-            " navigator on memories) | retrieve (the tree as an index, then one answer call)"
+            help="auto (the default: retrieve, a collection's documents picked first; search on a structured"
+            " tree when expert notes match; the navigator on memories) | retrieve (the tree as an index, then one answer call)"
             " | nav (the index's scores, the model judging the top few, one answer call)"
             " | walk (navigate with backtracking) | search (one call over the outline)"
         ),

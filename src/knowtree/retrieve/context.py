@@ -33,7 +33,7 @@ from typing import Any
 from knowtree.types import Node, content_hash
 
 PIECE_CHARS = 400  # measured on FinanceBench pages (RESULTS.md "Tree as an index")
-ENTRY_FORMAT = "2"  # bump when `tree_entries` derives different entries from the same nodes (re-derives all)
+ENTRY_FORMAT = "3"  # bump when `tree_entries` derives different entries from the same nodes (re-derives all)
 INNER_TEXT_CHARS = 20000  # an inner node is indexed with its metadata and its leaves' text up to this
 SUMMARY_CHARS = 300  # a leaf's own summary prepended to its pieces' context is cut to this
 
@@ -263,9 +263,13 @@ def tree_entries(
                     before = node.text.count("\n", 0, offset)
                     cite["line_start"] = span.line_start + before
                     cite["line_end"] = span.line_start + before + piece.rstrip("\n").count("\n")
-                    if span.page_start is not None:
-                        cite["page_start"] = span.page_start
-                        cite["page_end"] = node.spans[-1].page_end or span.page_start
+                    if span.page_start is not None:  # the piece's own pages: a form feed starts a page
+                        body = piece.strip()
+                        a = offset + (piece.index(body) if body else 0)
+                        first = span.page_start + node.text.count("\f", 0, a)
+                        last = span.page_start + node.text.count("\f", 0, a + len(body))
+                        end = node.spans[-1].page_end or span.page_start
+                        cite["page_start"], cite["page_end"] = min(first, end), min(max(first, last), end)
                     if span.line_start == span.line_end and span.end == span.start + 1:  # a message
                         cite["line_start"] = cite["line_end"] = span.line_start
                 if node.meta.time_range:

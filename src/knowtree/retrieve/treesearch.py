@@ -10,7 +10,7 @@ ancestors (`treescore`), and keeps the per-node prior for navigators that want t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -172,8 +172,10 @@ def retrieve_evidence(
     kind: str = "document",
     embedder: Embedder | str | None = "default",
     params: ScoreParams | None = None,
+    scope: Sequence[str] | None = None,
 ) -> list[Evidence]:
-    """`Tree.retrieve` and `Memory.context` in one: the tree's index (synced if stale), ranked, packed."""
+    """`Tree.retrieve` and `Memory.context` in one: the tree's index (synced if stale), ranked, packed;
+    `scope`: only pieces below these nodes (a collection's chosen documents), ranked as in the tree."""
     from knowtree.retrieve.treeindex import TreeIndex
 
     index = TreeIndex(store, tree)
@@ -185,6 +187,9 @@ def retrieve_evidence(
         params=params or default_params(kind),
         shape=shape,
     )
+    if scope is not None:
+        keep = set(scope)
+        ranking.pieces = [p for p in ranking.pieces if not keep.isdisjoint(shape.ancestors(p))]
     return pack_evidence(index, ranking, budget_tokens, shape=shape)
 
 

@@ -302,6 +302,17 @@ def test_unrelated_decomposition_is_ignored(flat_tree: tuple[dict[str, Node], st
     assert [p["part"] for p in answer.parts] == [TWO_PART_Q]
 
 
+def test_a_split_into_one_part_keeps_the_question_itself(flat_tree: tuple[dict[str, Node], str]) -> None:
+    """One fact asked: the question is looked for as the user wrote it, not as the model reworded
+    it (a rewording drops qualifiers: the company, the quarter)."""
+    reworded = "Who approved the budget?"
+    model = wrap(lambda r: {"parts": [reworded]} if r.schema_name == "decompose" else None)
+    answer, _ = walk(flat_tree, TWO_PART_Q, model)
+    (step,) = [s for s in answer.trace if s.action == "decompose"]
+    assert not step.error and "stays whole" in step.outcome and reworded in step.outcome
+    assert [p["part"] for p in answer.parts] == [TWO_PART_Q]
+
+
 def test_garbage_combine_keeps_the_findings(flat_tree: tuple[dict[str, Node], str]) -> None:
     model = wrap(lambda r: "" if r.schema_name == "combine" else None)
     answer, _ = walk(flat_tree, TWO_PART_Q, model)

@@ -70,9 +70,14 @@ def split_question(client: LLMClient, question: str, max_parts: int = MAX_PARTS)
     if not parts or any(not (set(content_words(p)) & asked) for p in parts):
         error = f"parts unrelated to the question were ignored: {parts}"
         parts = [question]
+    # one fact: the question itself, not the model's shorter rewording of it (which dropped "of Amcor
+    # as of Q2 of FY2023" from a FinanceBench question, and with it what found the filing's page)
+    outcome = f"{len(parts)} part(s): " + " | ".join(parts)
+    if len(parts) == 1 and error is None:
+        outcome, parts = f"one part ({parts[0]}): the question stays whole", [question]
     step = NavStep(
         action="decompose",
-        outcome=f"{len(parts)} part(s): " + " | ".join(parts),
+        outcome=outcome,
         error=error,
         tokens=result.usage.input_tokens + result.usage.output_tokens,
         cached=result.cached,

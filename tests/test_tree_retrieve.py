@@ -651,3 +651,26 @@ def test_a_part_the_tree_cannot_answer_makes_the_answer_partial_and_says_which(t
     assert [p["status"] for p in answer.parts] == ["complete", "none"]
     assert simple.status == "complete" and all(s.action != "decompose" for s in simple.trace)  # no split call
     assert simple.usage.calls + simple.usage.cached == 1
+
+
+def test_a_verified_quote_that_is_not_verbatim_is_cited_at_its_own_lines(tmp_path: Path) -> None:
+    """The 1.5B model merges and rewords lines when it quotes; the answer step accepts a quote most of
+    whose words are there, and the citation names the lines where it matches, not the whole evidence."""
+    lines = [f"Line {i} is about the weather and nothing else." for i in range(1, 6)]
+    lines += ["The team chose PostgreSQL as the database because the export is", "relational, and backups stay in one place."]
+    lines += [f"Line {i} is about lunch and nothing else." for i in range(8, 13)]
+    (tmp_path / "notes.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    keyword = KeywordModel()
+
+    def model(request: Any) -> Any:
+        if request.schema_name == "search_answer":
+            quote = "The team chose PostgreSQL as the database since the export is relational and backups stay in one place."
+            return {"found": True, "source": 1, "quote": quote, "answer": "PostgreSQL"}
+        return keyword.reply(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m"), summaries="none") as kt:
+        kt.build([str(tmp_path / "notes.md")], tree="t")
+        answer = kt.tree("t").ask("Which database did the team choose?", mode="retrieve")
+    assert answer.status == "complete"
+    (c,) = answer.citations
+    assert (c.line_start, c.line_end) == (6, 7)  # not the evidence's lines 1-12

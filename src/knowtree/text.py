@@ -191,27 +191,46 @@ def stem(word: str) -> str:
     return word[:5] if word.isalpha() else word.replace(",", "")
 
 
+QUOTE_MATCH = 0.65  # the share of a quote's words, in one stretch, that counts as the quote being there
+
+
 def quote_score(quote: str, text: str) -> float:
     """How much of the quote appears, in one stretch, in the text: 1.0 exact, 0.0 not at all."""
+    return quote_match(quote, text)[0]
+
+
+def quote_match(quote: str, text: str) -> tuple[float, tuple[int, int] | None]:
+    """`quote_score` and where: the [start, end) characters of the stretch of the text, as many words
+    long as the quote, that holds most of the quote's words (None when nothing matches)."""
     q = words(quote)
     if not q:
-        return 0.0
-    t = words(text)
-    if f" {' '.join(q)} " in f" {' '.join(t)} ":
-        return 1.0
+        return 0.0, None
+    found = list(WORD.finditer(text))
+    t = [w.group().lower() for w in found]
     m = len(q)
-    if m < 4 or len(t) < m:
-        return 0.0  # a very short quote must match exactly
+    if len(t) < m:
+        return 0.0, None
+
+    def span(i: int) -> tuple[int, int]:
+        return found[i].start(), found[i + m - 1].end()
+
+    for i in range(len(t) - m + 1):
+        if t[i] == q[0] and t[i : i + m] == q:
+            return 1.0, span(i)
+    if m < 4:
+        return 0.0, None  # a very short quote must match exactly
     need = Counter(q)
     window = Counter(t[:m])
-    best = sum((need & window).values())
+    best, at = sum((need & window).values()), 0
     for i in range(m, len(t)):
         window[t[i]] += 1
         window[t[i - m]] -= 1
         if window[t[i - m]] == 0:
             del window[t[i - m]]
-        best = max(best, sum((need & window).values()))
-    return best / m
+        got = sum((need & window).values())
+        if got > best:
+            best, at = got, i - m + 1
+    return best / m, span(at) if best else None
 
 
 def clip(text: str, limit: int) -> str:

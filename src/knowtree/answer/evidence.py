@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from knowtree.text import STOPWORDS, WORD, quote_score, stem, words
+from knowtree.text import QUOTE_MATCH, STOPWORDS, WORD, quote_score, stem, words
 
 
 def content_words(text: str) -> list[str]:
@@ -130,7 +130,7 @@ def ids_not_before(question: str, quote: str, text: str, *, radius: int = 300) -
 
 
 def supported(
-    quote: str, answer: str, question: str, text: str, *, threshold: float = 0.65, whole_question: str = ""
+    quote: str, answer: str, question: str, text: str, *, threshold: float = QUOTE_MATCH, whole_question: str = ""
 ) -> tuple[bool, str]:
     """Whether a claimed answer is backed by the text; the reason says why not.
 

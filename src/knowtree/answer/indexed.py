@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from knowtree.answer.evidence import locate
 from knowtree.answer.parts import Split, not_found, split_question
 from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch, cite
+from knowtree.text import QUOTE_MATCH, quote_score
 from knowtree.types import Answer, Citation, NavStep, Node, NodeKind, NodeMeta, Span, Usage
 
 if TYPE_CHECKING:
@@ -87,9 +87,11 @@ def pinpoint(citation: Citation, ev: Evidence | None, tree_nodes: dict[str, Node
     citation.node_id = citation.node_id.split("#e", 1)[0]
     if ev is None or not citation.quote:
         return citation
-    for leaf_id in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces):
-        leaf = tree_nodes.get(leaf_id)
-        if leaf is not None and leaf.spans and locate(citation.quote, leaf.text) is not None:
+    leaves = [tree_nodes.get(i) for i in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces)]
+    scored = [(quote_score(citation.quote, n.text), n) for n in leaves if n is not None and n.spans]
+    if scored:  # the leaf that holds the quote: verbatim, else where it verified (most of its words)
+        score, leaf = max(scored, key=lambda x: x[0])
+        if score >= QUOTE_MATCH:
             exact = cite(leaf, citation.quote)
             exact.timestamp = citation.timestamp or ev.citation.timestamp
             return exact

@@ -223,9 +223,7 @@ def main() -> int:
                             answer=args.answer or mode == "walk",
                         )
                 except KnowtreeError as exc:  # recorded as a miss with its error, never skipped silently
-                    from knowtree.types import Answer
-
-                    answer = Answer(question=q["question"], answer=None, status="none")
+                    answer = _no_answer(q["question"])
                     failure = f"{type(exc).__name__}: {exc}"
                 else:
                     failure = None

@@ -206,8 +206,8 @@ class Tree:
         """Structured trees and collections: what the question needs from the store (expert notes,
         the collection's documents, lazy summaries kept), then `answer.modes.ask_structured`."""
         from knowtree.answer.indexed import DEFAULT_BUDGET
-        from knowtree.answer.modes import StructuredAsk, ask_structured, index_name
-        from knowtree.store.docinfo import doc_infos
+        from knowtree.answer.modes import StructuredAsk, ask_structured, expert_notes, index_name
+        from knowtree.store.docinfo import doc_infos, list_experts
 
         store, s = self.kt.store, self.kt.settings
         lazy = store.tree_settings(self.name).get("summaries") == "lazy"
@@ -217,7 +217,7 @@ class Tree:
             budget_tokens=budget_tokens or s.search_budget_tokens,
             context_window=self.kt.model.context_window,
             walk_options=walk_options or self.walk_options(),
-            notes=self._expert_notes(question),
+            notes=expert_notes([n.text for n in list_experts(store, self.name)], question),
             documents=doc_infos(store, self.name),
             index_path=store.path if store.path != ":memory:" else None,
             index_name=index_name(self.name),
@@ -227,13 +227,6 @@ class Tree:
             retrieve_budget=budget_tokens or DEFAULT_BUDGET,
         )
         return ask_structured(self.nodes, self.root.id, question, client, how, on_step)
-
-    def _expert_notes(self, question: str) -> list[str]:
-        """The expert notes (this tree's and '*' notes) that match the question."""
-        from knowtree.answer.modes import expert_notes
-        from knowtree.store.docinfo import list_experts
-
-        return expert_notes([n.text for n in list_experts(self.kt.store, self.name)], question)
 
     def _summarizer(self, client: LLMClient) -> Callable[[Node], NodeMeta]:
         """Lazy summaries (`summaries="lazy"`): a node's metadata made when a navigator first shows

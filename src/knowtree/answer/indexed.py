@@ -26,6 +26,13 @@ DEFAULT_BUDGET = 2048
 MIN_PART_BUDGET = 256  # tokens of evidence a part of a question gets at least
 
 
+def item_leaves(ev: Evidence, tree_nodes: dict[str, Node]) -> list[Node]:
+    """The leaves an evidence item's pieces come from (a piece's id is its leaf's id, ':', its number),
+    in order, each once."""
+    ids = dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces)
+    return [tree_nodes[i] for i in ids if i in tree_nodes]
+
+
 def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) -> dict[str, Node]:
     """One node per evidence item, holding just the evidence text, with the span it was cut from."""
     out: dict[str, Node] = {}
@@ -43,8 +50,7 @@ def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) ->
         )
         meta = leaf.meta.model_copy() if leaf is not None else NodeMeta()
         # neighbouring leaves merged into one item: the reader sees every section it holds
-        titles = [tree_nodes[n].meta.title for n in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces) if n in tree_nodes]
-        titles = list(dict.fromkeys(t for t in titles if t))
+        titles = list(dict.fromkeys(n.meta.title for n in item_leaves(ev, tree_nodes) if n.meta.title))
         if len(titles) > 1:
             meta.title = " / ".join(titles)
         out[f"{ev.node_id}#e{i}"] = Node(
@@ -87,8 +93,7 @@ def pinpoint(citation: Citation, ev: Evidence | None, tree_nodes: dict[str, Node
     citation.node_id = citation.node_id.split("#e", 1)[0]
     if ev is None or not citation.quote:
         return citation
-    leaves = [tree_nodes.get(i) for i in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces)]
-    scored = [(quote_score(citation.quote, n.text), n) for n in leaves if n is not None and n.spans]
+    scored = [(quote_score(citation.quote, n.text), n) for n in item_leaves(ev, tree_nodes) if n.spans]
     if scored:  # the leaf that holds the quote: verbatim, else where it verified (most of its words)
         score, leaf = max(scored, key=lambda x: x[0])
         if score >= QUOTE_MATCH:

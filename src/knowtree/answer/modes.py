@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from knowtree.answer.indexed import DEFAULT_BUDGET, answer_by_parts, evidence_step
 from knowtree.answer.router import pick_mode
 from knowtree.answer.search import Openings, SearchOptions, TreeSearch, cite
 from knowtree.answer.walk import EventSink, Walker, WalkOptions, WalkState
@@ -146,7 +147,7 @@ class StructuredAsk:
     answer: bool = True  # search and retrieve: also make the answer call
     # the tree's index: (text, budget, scope node ids) → evidence under those nodes; None: no index
     retrieve: Callable[[str, int, list[str]], Sequence[Any]] | None = None
-    retrieve_budget: int = 2048  # tokens of evidence retrieve reads
+    retrieve_budget: int = DEFAULT_BUDGET  # tokens of evidence retrieve reads
 
 
 def ask_structured(
@@ -193,7 +194,7 @@ def ask_structured(
             is_structured(nodes, scope[0]),
             outline_tokens(nodes, scope[0]),
             how.context_window,
-            notes=bool(how.notes) or how.retrieve is None,
+            navigate=bool(how.notes) or how.retrieve is None,
         )
         if scope_mode == "retrieve":
             got = _retrieve(nodes, question, scope, client, how, step)
@@ -251,8 +252,6 @@ def _retrieve(
 ) -> Answer:
     """One document (or the whole tree) read through the index: `answer.indexed.answer_by_parts`
     with retrieval scoped to it; without the answer call (`how.answer` false) the evidence step only."""
-    from knowtree.answer.indexed import answer_by_parts, evidence_step
-
     assert how.retrieve is not None
     find = how.retrieve
 

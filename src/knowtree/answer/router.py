@@ -90,17 +90,18 @@ def route(
 
 
 def pick_mode(
-    mode: str, structured: bool, outline_tokens: int, context_window: int, *, notes: bool = False
+    mode: str, structured: bool, outline_tokens: int, context_window: int, *, navigate: bool = False
 ) -> str:
     """Within a structured plan, per document: auto reads the document through the tree's index
     (`retrieve`: 11 of 14 FinanceBench evidence pages vs 1 for tree search, benchmarks/RESULTS.md
-    "Section trees of PDFs"), unless expert notes match the question (`notes`: only tree search and
-    the walk read them): then it searches an outline that fits in half the model's context window,
-    and walks otherwise (and always walks a tree without titles)."""
+    "Section trees of PDFs"), unless the model should navigate (`navigate`: expert notes match the
+    question, which only tree search and the walk read, or there is no index): then it searches an
+    outline that fits in half the model's context window, and walks otherwise (and always walks a
+    tree without titles)."""
     check_choice(mode)
     if mode in ("walk", "search"):
         return mode
-    if not notes:
+    if not navigate:
         return "retrieve"
     if not structured:
         return "walk"

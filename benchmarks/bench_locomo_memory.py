@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--judge-retrieve", action="store_true", help="also answer with mode=retrieve")
     ap.add_argument("--judge-budget", type=int, default=800, help="tokens of messages read per answer")
+    ap.add_argument("--no-full", action="store_true", help="do not answer from the whole conversation")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             f"[{p}] {texts[dia[p]].partition(': ')[0]} ({by_pos[p]['timestamp']!s}): {texts[dia[p]].partition(': ')[2]}"
             for p in sorted(by_pos)
         )
-        fits = approx_tokens(lines) + 600 < kt.model.context_window
+        fits = approx_tokens(lines) + 600 < kt.model.context_window and not args.no_full
         for c in stratified(cases, max(1, -(-args.judge // 4)))[: args.judge]:
             row: dict[str, Any] = {
                 "id": c.id,

@@ -51,8 +51,11 @@ def test_router_table() -> None:
     assert route(doc, "search") == Plan("structured", "search")
     assert route(doc, None, default_mode="walk", structured=lambda: True) == Plan("structured", "walk")
     assert route(doc, "nav", strategy="metadata") == Plan("nav", "nav", strategy="metadata")
+    assert route(doc, "retrieve").route == "retrieve"
+    # a memory as an index: the index's messages, read by the memory answer step
+    assert route(conv, "retrieve") == Plan("memory", "retrieve", navigator="index")
+    assert route(conv, None, default_mode="retrieve") == Plan("memory", "retrieve", navigator="index")
     for kind in (doc, conv):
-        assert route(kind, "retrieve").route == "retrieve"
         assert route(kind, None, default_mode="nav").route == "nav"
     assert route(conv, "walk") == Plan("memory", "walk", navigator="tree")
     assert route(conv, None, navigator="agent") == Plan("memory", "auto", navigator="agent")

@@ -536,3 +536,93 @@ def test_cli_agent_json_is_a_plain_answer(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["status"] == "complete" and data["citations"][0]["line_start"] == 9
+
+
+# -- the memory as an index, read by the memory answer step (--mode retrieve) -------------------------
+
+
+def test_retrieve_reads_the_index_s_messages_with_the_memory_answer_step(tmp_path: Path) -> None:
+    model = Counting()
+    with KnowTree(tmp_path / "kb.db", model=model) as kt:
+        mem = _chat(kt)
+        model.by_purpose.clear()
+        answer = mem.ask("Where did Ann's sister Beth move for her job?", mode="retrieve", budget_tokens=200)
+        calls = dict(model.by_purpose)
+        via_tree = kt.tree("chat").ask("Where did Ann's sister Beth move for her job?", mode="retrieve")
+    assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
+    c = answer.citations[0]  # a message citation: position, speaker, time (not a document quote)
+    assert c.line_start == 61 and c.speaker == "Ann" and c.timestamp == "9 May 2023"
+    assert answer.parts[0]["messages"] == [61]
+    first, read = answer.trace[0], answer.trace[-1]
+    assert first.outcome.startswith("retrieve:") and "without a model call" in first.outcome
+    assert read.action == "read" and "61" in (read.source or "")
+    # one answer call, no topic choice, no document answer step
+    assert calls == {"memory_answer": 1}
+    assert via_tree.citations[0].line_start == 61 and via_tree.parts[0]["messages"] == [61]
+
+
+def test_retrieve_keeps_the_later_message_rule(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+
+    def model(request: Request) -> Any:
+        if request.schema_name == "memory_answer":
+            return {"found": True, "answer": "Berlin", "messages": [4], "superseded": [2]}
+        return keyword.fn(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        mem = _mem(kt)
+        mem.add(
+            [
+                {"role": "user", "name": "Ann", "content": "Where do you live now?", "timestamp": "1 May 2023"},
+                {"role": "user", "name": "Bo", "content": "I live in Paris.", "timestamp": "1 May 2023"},
+                {"role": "user", "name": "Ann", "content": "Still there?", "timestamp": "9 June 2023"},
+                {"role": "user", "name": "Bo", "content": "No, I live in Berlin now.", "timestamp": "9 June 2023"},
+            ]
+        )
+        answer = mem.ask("Where does Bo live?", mode="retrieve")
+    assert answer.answer.startswith("Berlin") and "later message 4 (9 June 2023)" in answer.answer
+    assert answer.parts[0]["superseded"] == [2]
+
+
+def test_retrieve_finding_nothing_is_no_answer(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = _chat(kt)
+        answer = mem.ask("Which telescope did the astronomer calibrate?", mode="retrieve")
+    assert answer.status == "none" and answer.answer is None
+    assert answer.trace[-1].outcome == "not in these messages"
+
+
+def test_retrieve_streams_the_answer_tokens(tmp_path: Path) -> None:
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        _chat(kt)
+    keyword = KeywordModel()
+    with KnowTree(tmp_path / "kb.db", model=_Streaming(keyword.fn, id="stream")) as kt:
+        mem = _mem(kt)
+
+        async def consume() -> list[dict[str, Any]]:
+            q = "Where did Ann's sister Beth move for her job?"
+            return [e async for e in mem.stream(q, mode="retrieve")]
+
+        events = asyncio.run(consume())
+    tokens = [e["text"] for e in events if e["event"] == "token"]
+    read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read" and e["step"].source)
+    first_token = next(i for i, e in enumerate(events) if e["event"] == "token")
+    assert len(tokens) > 3 and first_token < read_step  # during the answer call, not after it
+    assert "Lisbon" in "".join(tokens) and events[-1]["answer"].status == "complete"
+
+
+def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) -> None:
+    from knowtree.answer.memory_read import covered
+    from knowtree.answer.passages import pieces_of
+    from knowtree.types import Node, NodeKind, NodeMeta
+
+    body = " ".join(f"Paragraph {i} talks about the {TOPICS[i % 6]} in some detail, sentence {i}." for i in range(60))
+    node = Node(id="m1", kind=NodeKind.LEAF, level=0, meta=NodeMeta(), text="Ann: " + body)
+    pieces = pieces_of(node)
+    assert len(pieces) > 3
+    # an index piece cut elsewhere than the passages: from the middle of the message
+    found = body[1500:1900]
+    got = covered(pieces, found)
+    assert got and len(got) <= 2
+    assert all(p.start <= 1900 and p.end >= 1500 for p in got)
+    assert covered(pieces, "Nothing of this message is here, not one sentence of it.") == []

@@ -277,13 +277,15 @@ class Memory:
             navigator, mode = mode, None  # type: ignore[assignment]
         self._check_kind()
         plan = route(KIND, mode, default_mode=self.kt.settings.ask_mode, navigator=navigator)
-        if plan.route != "memory":  # retrieve / nav: the memory as an index, like any tree
+        if plan.route != "memory":  # nav: the memory as an index, like any tree
             return self.kt.tree(self.name).run_plan(plan, question, budget_tokens=budget_tokens, on_step=on_step)
         options = MemoryOptions(budget_tokens=budget_tokens or MemoryOptions.budget_tokens)
         nav = self._navigator(on_step, options, on_token)
         with self.kt.run("ask", self.name, question) as run:
             nav.client = run.client
-            if plan.navigator == "agent":
+            if plan.navigator == "index":
+                answer = self._ask_indexed(nav, question, options.budget_tokens, on_step)
+            elif plan.navigator == "agent":
                 from knowtree.answer.agent import MemoryAgent
 
                 answer = MemoryAgent(nav, max_steps=max_steps).ask(question)
@@ -291,6 +293,21 @@ class Memory:
                 answer = nav.ask(question)
             run.status = answer.status
         return answer
+
+    def _ask_indexed(
+        self, nav: MemoryNavigator, question: str, budget: int, on_step: Callable[[NavStep], None] | None
+    ) -> Answer:
+        """The memory as an index (`--mode retrieve`): each part of the question gets the index's
+        evidence (no model call) and one memory answer call over those messages."""
+        from knowtree.answer.indexed import by_parts
+        from knowtree.retrieve.treesearch import retrieve_evidence
+
+        def answer_part(part: str, share: int) -> Answer:
+            found = retrieve_evidence(self.kt.store, self.name, part, share, kind=KIND, embedder=self.embedder)
+            return nav.answer_evidence(part, found)
+
+        assert nav.client is not None
+        return by_parts(question, nav.client, budget, answer_part, on_step)
 
     def context(
         self, question: str, budget_tokens: int = 1000, *, use_model: bool = True

@@ -3,8 +3,9 @@
 `MemoryReading` is mixed into `knowtree.answer.memory.MemoryNavigator` (which walks the topic tree
 and holds the nodes, passages and client): one answer call over the passages read (`_read`), the
 answer checked against the messages it cites (`finish`), citations down to the passage, and the
-answer from topic summaries when the walk stopped above the messages. `AnswerStream` shows the answer
-while it is generated.
+answer from topic summaries when the walk stopped above the messages. `answer_evidence` reads what
+the memory's index found instead of what a walk reached (`--mode retrieve`): the same answer call,
+message citations and later-message-wins rule. `AnswerStream` shows the answer while it is generated.
 """
 
 from __future__ import annotations
@@ -13,16 +14,22 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.evidence import lexical_score
+from knowtree.answer.indexed import evidence_step
 from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
 from knowtree.answer.replies import MemoryReply
+from knowtree.answer.when import resolve, resolved_answer
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import CallResult, LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.text import clip, human_range, human_time
+from knowtree.text import clip, human_range, human_time, phrase_in
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
+
+if TYPE_CHECKING:
+    from knowtree.retrieve.treesearch import Evidence
 
 
 @dataclass
@@ -30,7 +37,7 @@ class Retrieval:
     """What a walk read: message leaves in reading order, where each came from, and the cost."""
 
     messages: list[str] = field(default_factory=list)  # leaf ids
-    origin: dict[str, str] = field(default_factory=dict)  # leaf id → "tree" | "hybrid"
+    origin: dict[str, str] = field(default_factory=dict)  # leaf id → "tree" | "hybrid" | "index"
     passages: dict[str, list[Piece]] = field(default_factory=dict)  # leaf id → its passages read
     topics: list[str] = field(default_factory=list)  # message topics reached
     summary_stop: str | None = None  # a topic whose summary answered the question
@@ -90,6 +97,7 @@ class MemoryReading:
 
     name: str
     nodes: dict[str, Node]
+    root: Node
     client: LLMClient | None
     passages: Passages
     rows: dict[int, dict[str, Any]]
@@ -117,6 +125,38 @@ class MemoryReading:
 
     def _pos(self, leaf: str) -> int:
         return self.nodes[leaf].spans[0].line_start
+
+    def read_evidence(self, evidence: Sequence[Evidence]) -> Retrieval:
+        """The index's evidence as a reading: the messages its items hold, in time order, each with the
+        passages of it that the items cover (a message of one passage whole; of a longer message the
+        passages an item's text overlaps, else the one sharing most of its words)."""
+        r = Retrieval()
+        for ev in evidence:
+            for leaf in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces):
+                pieces = self.passages.of(leaf)
+                if not pieces:
+                    continue
+                if len(pieces) > 1:
+                    pieces = covered(pieces, ev.text) or [self.passages.best(leaf, ev.text)]
+                have = r.passages.setdefault(leaf, [])
+                have.extend(p for p in pieces if p not in have)
+                r.origin.setdefault(leaf, "index")
+        for pieces in r.passages.values():
+            pieces.sort(key=lambda p: p.start)
+        r.messages = sorted(r.passages, key=self._pos)
+        return r
+
+    def answer_evidence(self, question: str, evidence: Sequence[Evidence]) -> Answer:
+        """`--mode retrieve` on a memory: the messages the index found (no model call) read by the
+        memory answer step in one call (`_read`: streamed, message numbers, a later message winning
+        over an earlier one it contradicts), checked by `finish`. Nothing found: status none."""
+        total = Retrieval()
+        self.record(total, evidence_step(self.root.id, evidence))
+        r = self.read_evidence(evidence)
+        reply = self._read(question, r.messages, total, r.passages)
+        if reply is not None and reply.found and reply.answer.strip():
+            return self.finish(question, reply, r.messages, total, r.passages)
+        return Answer(question=question, answer=None, status="none", trace=total.trace, usage=total.usage)
 
     def _read(
         self,
@@ -175,7 +215,7 @@ class MemoryReading:
         by_pos = {self._pos(m): m for m in leaves}
         cited = [by_pos[p] for p in dict.fromkeys(reply.messages) if p in by_pos]
         status = "complete"
-        text = reply.answer.strip()
+        text = self._dated(reply.answer.strip(), cited)
         if not cited:
             # an answer without valid message numbers is not verified: kept, marked partial, and cites
             # what was read
@@ -218,6 +258,17 @@ class MemoryReading:
                 }
             ],
         )
+
+    def _dated(self, answer: str, cited: Sequence[str]) -> str:
+        """The answer with its relative times ("last year") resolved against the date of the cited
+        message that says them (else the first cited message): `answer.when`."""
+        found = resolve(answer, date.today())
+        if not found or not cited:
+            return answer
+        phrases = [p for p, _ in found]
+        said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in phrases)), cited[0])
+        when = self._time(said)
+        return resolved_answer(answer, datetime.fromisoformat(when).date()) if when else answer
 
     def _time(self, leaf: str) -> str | None:
         tr = self.nodes[leaf].meta.time_range
@@ -322,3 +373,15 @@ class MemoryReading:
             usage=total.usage,
             parts=[{"part": question, "answer": reply.answer.strip(), "resolution": "topic summaries"}],
         )
+
+
+_PROBE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[Piece]:
+    """The passages of a long message that a retrieved text (index pieces, cut at other boundaries
+    than passages, possibly with neighbouring messages) overlaps: those holding the start of one of
+    its lines or sentences (of at least 20 characters), compared whitespace-normalized."""
+    probes = [" ".join(s.split())[:probe_chars] for s in _PROBE.split(text) if len(s.strip()) >= 20]
+    texts = [" ".join(p.text.split()) for p in pieces]
+    return [p for p, t in zip(pieces, texts, strict=True) if any(pr in t for pr in probes)]

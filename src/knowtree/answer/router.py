@@ -8,12 +8,12 @@ server and streaming) call `route` and execute the plan it returns.
 | auto (default)  | chunk tree: retrieve; structured: documents picked (a collection), each retrieved, or searched when expert notes match | the memory navigator |
 | walk            | the walker (structured trees: with expert notes) | the memory navigator          |
 | search          | tree search (one call over the outline)          | the memory navigator          |
-| retrieve        | the tree as an index, one answer call            | same                           |
+| retrieve        | the tree as an index, one answer call            | the index's messages, the memory answer step |
 | nav             | index scores, a judged beam, one answer call     | same                           |
 
 `mode=None` means the `ask_mode` setting (auto when a navigator is named). `navigator` (tree | agent)
 picks the memory navigator: the tree walk or the tool-using agent; memories only, in the modes above
-that use it.
+that use it. A memory in retrieve mode runs with `Plan.navigator` "index" (not a user's choice).
 `strategy` (auto | describe | metadata | semantic) is how a collection picks its documents.
 """
 
@@ -74,6 +74,10 @@ def route(
         raise ConfigError(
             f"the agent navigator answers conversation memories in walk or auto mode, not {where}"
         )
+    if kind == CONVERSATION and chosen == "retrieve":
+        # the index finds the messages, the memory's own answer step reads them (message numbers,
+        # a later message winning over an earlier one, streaming)
+        return Plan("memory", chosen, navigator="index")
     if chosen in ("retrieve", "nav"):  # every tree kind, memories included
         return Plan(chosen, chosen, strategy=strategy)
     if kind == CONVERSATION:  # a memory: answered by its own navigator

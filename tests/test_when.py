@@ -1,0 +1,84 @@
+"""Relative times in memory answers resolved against the date of the message that said them."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowtree.answer.when import resolve, resolved_answer
+from knowtree.core import KnowTree
+from knowtree.llm.base import Request
+from knowtree.testing.models import FunctionModel, KeywordModel
+
+SAID = date(2023, 5, 8)  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("phrase", "meaning"),
+    [
+        ("last year", "2022"),
+        ("this year", "2023"),
+        ("next year", "2024"),
+        ("two years ago", "2021"),
+        ("yesterday", "7 May 2023"),
+        ("last night", "7 May 2023"),
+        ("the day before yesterday", "6 May 2023"),
+        ("today", "8 May 2023"),
+        ("tomorrow", "9 May 2023"),
+        ("3 days ago", "5 May 2023"),
+        ("last week", "the week before 8 May 2023"),
+        ("next week", "the week after 8 May 2023"),
+        ("two weeks ago", "the 2 weeks before 8 May 2023"),
+        ("last weekend", "the weekend before 8 May 2023"),
+        ("last month", "April 2023"),
+        ("next month", "June 2023"),
+        ("a month ago", "April 2023"),
+        ("in two months", "July 2023"),
+        ("last Saturday", "6 May 2023"),
+        ("last Monday", "1 May 2023"),  # said on a Monday: the one before
+        ("next Friday", "12 May 2023"),
+        ("last January", None),  # a month name is not a unit here: left alone
+    ],
+)
+def test_phrases_resolve_at_their_own_granularity(phrase: str, meaning: str | None) -> None:
+    got = resolve(f"She said it was {phrase}.", SAID)
+    assert got == ([(phrase, meaning)] if meaning else [])
+
+
+def test_month_and_year_arithmetic_crosses_the_year() -> None:
+    assert resolve("next month", date(2023, 12, 3)) == [("next month", "January 2024")]
+    assert resolve("last month", date(2024, 1, 31)) == [("last month", "December 2023")]
+    assert resolve("a couple of months ago", date(2024, 1, 31)) == [("a couple of months ago", "November 2023")]
+
+
+def test_the_answer_keeps_its_words_and_says_what_they_mean() -> None:
+    assert resolved_answer("last year", SAID) == "last year (2022, said on 8 May 2023)"
+    assert resolved_answer("Next month, camping", SAID) == "Next month (June 2023, said on 8 May 2023), camping"
+    assert resolved_answer("Paris", SAID) == "Paris"
+    assert resolved_answer("lastyear and yesterday-ish", SAID) == "lastyear and yesterday-ish"
+
+
+def test_a_memory_answer_resolves_against_the_message_that_said_it(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+
+    def model(request: Request) -> Any:
+        if request.schema_name == "memory_answer":
+            return {"found": True, "answer": "last year", "messages": [1, 2], "superseded": []}
+        return keyword.fn(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        mem.add(
+            [
+                {"role": "user", "name": "Ann", "content": "Nice sunrise painting!", "timestamp": "1 March 2024"},
+                {"role": "user", "name": "Mel", "content": "I painted that sunrise last year.", "timestamp": "8 May 2023"},
+            ]
+        )
+        for mode in ("walk", "retrieve"):
+            answer = mem.ask("When did Mel paint the sunrise?", mode=mode)
+            # the date of message 2, which says "last year", not of message 1
+            assert answer.answer == "last year (2022, said on 8 May 2023)", mode

@@ -138,7 +138,8 @@ def test_ask_text_and_trace(cli: CliRunner, built: list[str]) -> None:
     q = "Who approved the marketing budget and when did the launch happen?"
     walk = ("--db", "kb.db", "--model", "keyword", "--mode", "walk")
     plain = ok(cli, "ask", "t", q, *walk)
-    assert "status: complete" in plain and "docs/budget.md:1-" in plain and "docs/launch.md:1-" in plain
+    # each part cites its quote's own line, not the whole chunk (lines 1-5)
+    assert "status: complete" in plain and "docs/budget.md:4-4" in plain and "docs/launch.md:4-4" in plain
     assert "trace:" not in plain
     traced = ok(cli, "ask", "t", q, *walk, "--trace")
     assert "trace:" in traced

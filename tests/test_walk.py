@@ -99,7 +99,8 @@ def test_question_answered_by_one_leaf(tree: tuple[dict[str, Node], str]) -> Non
     (citation,) = answer.citations
     leaf = leaf_of(nodes, "budget.md")
     assert (citation.file, citation.node_id) == ("budget.md", leaf.id)
-    assert (citation.line_start, citation.line_end) == (leaf.spans[0].line_start, leaf.spans[0].line_end)
+    assert (leaf.spans[0].line_start, leaf.spans[0].line_end) == (1, 5)  # the whole file is one chunk
+    assert (citation.line_start, citation.line_end) == (4, 4)  # the quote's own line, not the chunk's
     assert "Alice Chen approved" in citation.quote and citation.quote in leaf.text
     assert "choose" in actions(answer) and "read" in actions(answer)
     assert actions(answer)[-1] == "read"
@@ -107,6 +108,27 @@ def test_question_answered_by_one_leaf(tree: tuple[dict[str, Node], str]) -> Non
     assert answer.usage.calls == len(model.requests)
     read = [s for s in answer.trace if s.action == "read"]
     assert read[-1].node_id == leaf.id and read[-1].error is None
+
+
+def test_a_quote_verified_without_being_verbatim_cites_where_it_matches_best(
+    flat_tree: tuple[dict[str, Node], str],
+) -> None:
+    """A quote accepted with a word changed (most of its words in one stretch) cites the line where it
+    matches best, as the index modes do (`search.cite`), not the whole chunk (budget.md, lines 1-5)."""
+    nodes, _ = flat_tree
+    leaf = leaf_of(nodes, "budget.md")
+    near = "Alice Chen approved the marketing budget of 40000 euros on 3 March."
+    claim = {"found": True, "quote": near, "answer": "Alice Chen"}
+
+    def read_budget(request: Request) -> Any:
+        prompt = request.messages[-1].content
+        return {"part_1": claim} if request.schema_name == "read" and "Alice Chen" in prompt else None
+
+    answer, _ = walk(flat_tree, BUDGET_Q, wrap(read_budget))
+    assert answer.status == "complete" and locate(near, leaf.text) is None
+    (citation,) = answer.citations
+    assert (citation.node_id, citation.quote) == (leaf.id, near)
+    assert (citation.line_start, citation.line_end) == (4, 4)
 
 
 def test_two_part_question_across_two_documents(tree: tuple[dict[str, Node], str]) -> None:

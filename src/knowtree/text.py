@@ -233,9 +233,15 @@ def quote_match(quote: str, text: str) -> tuple[float, tuple[int, int] | None]:
     return best / m, span(at) if best else None
 
 
-def clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int, *, keep_space: bool = False) -> str:
+    """`text` with its whitespace collapsed, cut to `limit` characters ending in "…". `keep_space`:
+    a space the cut ends on stays before the "…" (the KB builder's prompts, cached by their text,
+    were made that way)."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    return (head if keep_space else head.rstrip()) + "…"
 
 
 def human_time(iso: str | None) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from knowtree.answer.parts import Split, not_found, split_question
-from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch, cite
+from knowtree.answer.search import Retrieved, SearchOptions, TreeSearch, cite, cited_once
 from knowtree.text import QUOTE_MATCH, quote_score
 from knowtree.types import Answer, Citation, NavStep, Node, NodeKind, NodeMeta, Span, Usage
 
@@ -189,9 +189,7 @@ def joined(question: str, split: Split, answers: Sequence[Answer]) -> Answer:
         text += not_found(missing)
     statuses = {a.status for a in answers}
     status = "complete" if statuses == {"complete"} else ("partial" if found else "none")
-    citations: list[Citation] = []
-    for a in answers:
-        citations += [c for c in a.citations if not any(c.node_id == d.node_id and c.quote == d.quote for d in citations)]
+    citations = cited_once(c for a in answers for c in a.citations)
     parts = [
         {"part": p, "status": a.status, "answer": a.answer, **(a.parts[0] if a.parts else {}), "part_of": question}
         for p, a in zip(split.parts, answers, strict=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from knowtree.answer.indexed import DEFAULT_BUDGET, answer_by_parts, evidence_step
 from knowtree.answer.router import pick_mode
-from knowtree.answer.search import Openings, SearchOptions, TreeSearch, cite
+from knowtree.answer.search import Openings, SearchOptions, TreeSearch
 from knowtree.answer.walk import EventSink, Walker, WalkOptions, WalkState
 from knowtree.types import Answer, NavStep, Node, NodeMeta, Usage
 
@@ -298,7 +298,4 @@ def _walk(
         expert=how.notes,
         prepare=prepare if summarize is not None else None,
     )
-    got = walker.ask(question)
-    # page-level citations: the page the quote is on
-    got.citations = [cite(nodes[c.node_id], c.quote) if c.node_id in nodes else c for c in got.citations]
-    return got
+    return walker.ask(question)  # its citations name the quote's own lines and page (`search.cite`)

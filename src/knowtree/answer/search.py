@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -416,6 +417,17 @@ class Openings:
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != "\f"), "")
+
+
+def cited_once(citations: Iterable[Citation]) -> list[Citation]:
+    """The citations in order, each (node, quote) once: the first citation of it kept."""
+    seen: set[tuple[str, str]] = set()
+    out: list[Citation] = []
+    for c in citations:
+        if (c.node_id, c.quote) not in seen:
+            seen.add((c.node_id, c.quote))
+            out.append(c)
+    return out
 
 
 def cite(leaf: Node, quote: str) -> Citation:

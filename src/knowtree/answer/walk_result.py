@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from knowtree.answer.evidence import locate, option_text
 from knowtree.answer.parts import not_found
 from knowtree.answer.replies import Combined
+from knowtree.answer.search import cite, cited_once
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask
 from knowtree.text import clip
-from knowtree.types import Answer, Citation, NavStep, Node, Usage
+from knowtree.types import Answer, NavStep, Node, Usage
 
 
 @dataclass
@@ -75,20 +76,8 @@ class WalkRecord:
     # -- the answer ----------------------------------------------------------------------------
     def _finish(self, question: str, state: WalkState) -> Answer:
         findings = [state.findings[i] for i in sorted(state.findings)]
-        citations: list[Citation] = []
-        for f in findings:
-            leaf = self.nodes[f.node_id]
-            span = leaf.spans[0]
-            if not any(c.node_id == f.node_id and c.quote == f.quote for c in citations):
-                citations.append(
-                    Citation(
-                        file=span.file,
-                        line_start=span.line_start,
-                        line_end=span.line_end,
-                        node_id=leaf.id,
-                        quote=f.quote,
-                    )
-                )
+        # each finding cites the quote's own lines (and page), as the index modes do
+        citations = cited_once(cite(self.nodes[f.node_id], f.quote) for f in findings)
         parts = [
             {
                 "part": p,
@@ -105,13 +94,7 @@ class WalkRecord:
             order = list(state.votes)  # ties go to the option picked first
             letter = max(order, key=lambda k: (len(state.votes[k]), -order.index(k)))
             leaves = list(dict.fromkeys(state.votes[letter]))
-            for leaf_id in leaves:
-                span = self.nodes[leaf_id].spans[0]
-                citations.append(
-                    Citation(
-                        file=span.file, line_start=span.line_start, line_end=span.line_end, node_id=leaf_id
-                    )
-                )
+            citations += [cite(self.nodes[leaf_id], "") for leaf_id in leaves]  # no quote: the leaf's span
             option = option_text(question, letter)
             text = f"({letter}) {option}".strip() + (
                 f" [unverified: picked in {len(state.votes[letter])} of "

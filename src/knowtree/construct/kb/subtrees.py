@@ -34,6 +34,7 @@ from knowtree.ingest.kb_inputs import ANY, AttributeConfig
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask, string
 from knowtree.records import KBIssue
+from knowtree.text import clip
 
 BATCH = 6
 MAX_CHILDREN = 4
@@ -65,11 +66,6 @@ def batch_model(config: AttributeConfig, count: int) -> type[BaseModel]:
     return create_model(f"SubtreeBatch{count}", __config__=ConfigDict(extra="ignore"), **fields)
 
 
-def _clip(text: str, n: int = 220) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def expand_seeds(
     client: LLMClient,
     kb: str,
@@ -99,8 +95,8 @@ def expand_seeds(
         model = batch_model(config, len(part))
         groups = []
         for i, seed in enumerate(part, start=1):
-            lines = [f"group_{i}: seed issue: {_clip(seed.texts[0])}"]
-            lines += [f"  similar: {_clip(t, 160)}" for t in seed.texts[1:SHOWN_MEMBERS]]
+            lines = [f"group_{i}: seed issue: {clip(seed.texts[0], 220, keep_space=True)}"]
+            lines += [f"  similar: {clip(t, 160, keep_space=True)}" for t in seed.texts[1:SHOWN_MEMBERS]]
             groups.append("\n".join(lines))
         reply = ask(
             client,
@@ -133,7 +129,7 @@ def subtree(
 ) -> list[KBIssue]:
     """A parent issue and its children (one per attribute value to vary, at most `MAX_CHILDREN`)."""
     meta = normalize(metadata, config)
-    title = _clip(title, 160) or _clip(seed.texts[0], 160)
+    title = clip(title, 160, keep_space=True) or clip(seed.texts[0], 160, keep_space=True)
     parent = KBIssue(
         id=issue_id(kb, seed.cluster_id),
         kind="parent",

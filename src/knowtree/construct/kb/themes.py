@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask, at_most
+from knowtree.text import clip
 
 MAX_SHOWN = 40
 ASSIGN_BATCH = 20
@@ -33,11 +34,6 @@ class ThemeList(BaseModel):
     themes: list[str] = at_most(12, min_length=1)
 
 
-def _clip(text: str, n: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def propose_themes(
     client: LLMClient, domain: str, representatives: Sequence[str], *, max_themes: int = 10
 ) -> list[str]:
@@ -48,14 +44,14 @@ def propose_themes(
         ThemeList,
         "kb_themes",
         domain=domain or "general",
-        issues="\n".join(f"- {_clip(t)}" for t in shown),
+        issues="\n".join(f"- {clip(t, 200, keep_space=True)}" for t in shown),
         max_themes=max_themes,
         purpose="kb_themes",
         max_tokens=300,
     ).value
     names: list[str] = []
     for name in reply.themes:
-        name = _clip(name, 80).strip(" .")
+        name = clip(name, 80, keep_space=True).strip(" .")
         if name and name.lower() not in {n.lower() for n in names} and not name.lower().startswith("misc"):
             names.append(name)
     return [*names[: max_themes - 1], MISC]
@@ -105,7 +101,9 @@ def assign_themes(
             "kb_theme_assign",
             domain=domain or "general",
             themes=listing,
-            issues="\n".join(f"issue_{i}: {_clip(t)}" for i, t in enumerate(part, start=1)),
+            issues="\n".join(
+                f"issue_{i}: {clip(t, 200, keep_space=True)}" for i, t in enumerate(part, start=1)
+            ),
             purpose="kb_theme_assign",
             max_tokens=12 * len(part) + 40,
         ).value

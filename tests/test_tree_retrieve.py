@@ -674,3 +674,7 @@ def test_a_verified_quote_that_is_not_verbatim_is_cited_at_its_own_lines(tmp_pat
     assert answer.status == "complete"
     (c,) = answer.citations
     assert (c.line_start, c.line_end) == (6, 7)  # not the evidence's lines 1-12
+    # the trace's answer step names the same leaf and place, not the evidence item's range
+    read = answer.trace[-1]
+    assert read.action == "read" and read.outcome == f"complete (source 1, {c.file}:6-7)", read.outcome
+    assert read.choice == c.node_id and "#e" not in (read.node_id or "")

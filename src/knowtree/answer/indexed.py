@@ -80,6 +80,12 @@ def answer_over_evidence(
     answer = searcher.answer(question.strip(), got)
     items = {f"{ev.node_id}#e{i}": ev for i, ev in enumerate(evidence, 1)}
     answer.citations = [pinpoint(c, items.get(c.node_id), tree_nodes) for c in answer.citations]
+    for step in answer.trace:  # the answer step names the quote's leaf and place, not the item's
+        if step.choice in items and answer.status == "complete" and answer.citations:
+            c = answer.citations[0]
+            step.node_id = step.choice = c.node_id
+            source = (step.outcome or "").partition(",")[0]  # "complete (source 2"
+            step.outcome = f"{source}, {place(c)})"
     for part in answer.parts:
         if isinstance(part.get("node_id"), str):
             part["node_id"] = part["node_id"].split("#e", 1)[0]
@@ -101,6 +107,14 @@ def pinpoint(citation: Citation, ev: Evidence | None, tree_nodes: dict[str, Node
             exact.timestamp = citation.timestamp or ev.citation.timestamp
             return exact
     return citation
+
+
+def place(c: Citation) -> str:
+    """Where a citation points: "report.pdf, p. 5" / "pp. 5-6", else "notes.md:26-28"."""
+    if c.page_start is not None:
+        pages = f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
+        return f"{c.file}, {pages}"
+    return f"{c.file}:{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
 
 
 def evidence_step(node_id: str | None, evidence: Sequence[Evidence]) -> NavStep:
@@ -206,13 +220,7 @@ def render_evidence(evidence: Sequence[Evidence]) -> str:
     blocks = []
     for i, ev in enumerate(evidence, 1):
         c = ev.citation
-        where = c.file
-        if c.page_start is not None:
-            where += f", p. {c.page_start}" + (
-                f"-{c.page_end}" if c.page_end and c.page_end != c.page_start else ""
-            )
-        else:
-            where += f":{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
+        where = place(c)
         if c.timestamp:
             where += f" ({c.timestamp})"
         blocks.append(f"[{i}] {where}  score {ev.score:.3f}  node {ev.node_id[:12]}\n{ev.text.rstrip()}")

@@ -626,3 +626,20 @@ def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) 
     assert got and len(got) <= 2
     assert all(p.start <= 1900 and p.end >= 1500 for p in got)
     assert covered(pieces, "Nothing of this message is here, not one sentence of it.") == []
+
+
+def test_wrong_message_numbers_are_mended_by_the_one_message_holding_the_answer(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+
+    def model(request: Request) -> Any:
+        if request.schema_name == "memory_answer":
+            return {"found": True, "answer": "Lisbon", "messages": [998, 999], "superseded": []}
+        return keyword.fn(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        mem = _chat(kt)
+        answer = mem.ask("Where did Ann's sister Beth move for her job?", mode="retrieve")
+    assert answer.status == "complete" and answer.answer == "Lisbon"
+    assert answer.citations[0].line_start == 61  # of the two saying Lisbon, the one matching the question
+    mend = next(s for s in answer.trace if s.action == "combine")
+    assert "[998, 999]" in (mend.error or "") and "61" in (mend.outcome or "")

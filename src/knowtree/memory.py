@@ -284,7 +284,7 @@ class Memory:
         with self.kt.run("ask", self.name, question) as run:
             nav.client = run.client
             if plan.navigator == "index":
-                answer = self._ask_indexed(nav, question, options.budget_tokens, on_step)
+                answer = self._ask_indexed(nav, question, options.budget_tokens)
             elif plan.navigator == "agent":
                 from knowtree.answer.agent import MemoryAgent
 
@@ -294,20 +294,15 @@ class Memory:
             run.status = answer.status
         return answer
 
-    def _ask_indexed(
-        self, nav: MemoryNavigator, question: str, budget: int, on_step: Callable[[NavStep], None] | None
-    ) -> Answer:
-        """The memory as an index (`--mode retrieve`): each part of the question gets the index's
-        evidence (no model call) and one memory answer call over those messages."""
-        from knowtree.answer.indexed import by_parts
+    def _ask_indexed(self, nav: MemoryNavigator, question: str, budget: int) -> Answer:
+        """The memory as an index (`--mode retrieve`): the index's evidence (no model call) and one
+        memory answer call over those messages. The question is not split into parts, as the
+        navigator does not split it: chat questions name people ("Mel and her husband"), which the
+        split's rule takes for two questions (LoCoMo: a call more and a worse answer)."""
         from knowtree.retrieve.treesearch import retrieve_evidence
 
-        def answer_part(part: str, share: int) -> Answer:
-            found = retrieve_evidence(self.kt.store, self.name, part, share, kind=KIND, embedder=self.embedder)
-            return nav.answer_evidence(part, found)
-
-        assert nav.client is not None
-        return by_parts(question, nav.client, budget, answer_part, on_step)
+        found = retrieve_evidence(self.kt.store, self.name, question, budget, kind=KIND, embedder=self.embedder)
+        return nav.answer_evidence(question, found)
 
     def context(
         self, question: str, budget_tokens: int = 1000, *, use_model: bool = True

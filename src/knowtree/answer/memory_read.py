@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from knowtree.answer.evidence import lexical_score
+from knowtree.answer.evidence import content_words, grounded_share, lexical_score
 from knowtree.answer.indexed import evidence_step
 from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
 from knowtree.answer.replies import MemoryReply
@@ -25,7 +25,7 @@ from knowtree.answer.when import resolve, resolved_answer
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import CallResult, LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.text import clip, human_range, human_time, phrase_in
+from knowtree.text import clip, human_range, human_time, phrase_in, stem
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -215,6 +215,17 @@ class MemoryReading:
         by_pos = {self._pos(m): m for m in leaves}
         cited = [by_pos[p] for p in dict.fromkeys(reply.messages) if p in by_pos]
         status = "complete"
+        if not cited and (said := self._saying(reply.answer, question, leaves)) is not None:
+            # wrong numbers, but the answer's own words are in one message shown: that one is cited
+            cited = [said]
+            self.record(
+                total,
+                NavStep(
+                    action="combine",
+                    outcome=f"cited message {self._pos(said)}: the one shown that holds the answer's words",
+                    error=f"the reply cited {reply.messages}, not among the messages shown",
+                ),
+            )
         text = self._dated(reply.answer.strip(), cited)
         if not cited:
             # an answer without valid message numbers is not verified: kept, marked partial, and cites
@@ -258,6 +269,21 @@ class MemoryReading:
                 }
             ],
         )
+
+    def _saying(self, answer: str, question: str, leaves: Sequence[str]) -> str | None:
+        """The message among `leaves` that holds every content word the answer adds to the question
+        (the best match for the answer, then the question, then the latest, when several do); None
+        when the answer adds no word or no message holds them all."""
+        asked = {stem(w) for w in content_words(question)}
+        if all(stem(w) in asked for w in content_words(answer)):
+            return None
+        holding = [m for m in leaves if grounded_share(answer, question, self.nodes[m].text) == 1.0]
+
+        def fit(m: str) -> tuple[float, float, int]:
+            text = self.nodes[m].text
+            return lexical_score(answer, text), lexical_score(question, text), self._pos(m)
+
+        return max(holding, key=fit, default=None)
 
     def _dated(self, answer: str, cited: Sequence[str]) -> str:
         """The answer with its relative times ("last year") resolved against the date of the cited

@@ -55,6 +55,8 @@ def test_router_table() -> None:
     # a memory as an index: the index's messages, read by the memory answer step
     assert route(conv, "retrieve") == Plan("memory", "retrieve", navigator="index")
     assert route(conv, None, default_mode="retrieve") == Plan("memory", "retrieve", navigator="index")
+    assert route(conv, None) == Plan("memory", "auto", navigator="index")  # auto: the index, too
+    assert route(conv, "auto", navigator="tree") == Plan("memory", "auto", navigator="tree")
     for kind in (doc, conv):
         assert route(kind, None, default_mode="nav").route == "nav"
     assert route(conv, "walk") == Plan("memory", "walk", navigator="tree")

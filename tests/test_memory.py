@@ -454,7 +454,7 @@ def test_multi_resolution_stops_at_summaries_and_still_cites_a_message(tmp_path:
         raise AssertionError(request.schema_name)
 
     with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
-        answer = _mem(kt).ask("Where did Beth move for her job?")
+        answer = _mem(kt).ask("Where did Beth move for her job?", mode="walk")
     assert asked == ["memory_choose", "memory_answer"]  # no messages were read
     assert answer.status == "complete" and answer.parts[0]["resolution"] == "topic summaries"
     c = answer.citations[0]
@@ -479,7 +479,7 @@ def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path) -> Non
         mem = _mem(kt)
 
         async def consume() -> list[dict[str, Any]]:
-            return [e async for e in mem.stream("Where did Ann's sister Beth move for her job?")]
+            return [e async for e in mem.stream("Where did Ann's sister Beth move for her job?", mode="walk")]
 
         events = asyncio.run(consume())
     kinds = [e["event"] for e in events]
@@ -506,7 +506,7 @@ def test_a_summary_answer_not_grounded_in_the_summaries_descends_to_messages(tmp
         return keyword.fn(request)
 
     with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
-        answer = _mem(kt).ask("Where did Ann's sister Beth move for her job?")
+        answer = _mem(kt).ask("Where did Ann's sister Beth move for her job?", mode="walk")
     assert summary_replies  # the summaries were tried first
     assert any(s.error and "not in the cited summaries" in s.error for s in answer.trace)
     assert answer.trace[-1].action == "read" and "Lisbon" in (answer.answer or "")

@@ -3,9 +3,11 @@
 A memory is a tree of kind "conversation" in the same database as document trees: its leaves are the
 messages, verbatim (also kept row by row in the `messages` table), under dated sessions and topics
 (see `knowtree.construct.conversation`). How a question runs is decided by `knowtree.answer.router`,
-with the same `mode` vocabulary as `Tree.ask`: the tree walk of `knowtree.answer.memory` (default),
-the tool-using agent of `knowtree.answer.agent` (`navigator="agent"`), or the memory as an index
-(`mode="retrieve"` or `"nav"`); `stream` yields navigation events as they happen, then the answer.
+with the same `mode` vocabulary as `Tree.ask`: the memory as an index read by the memory answer step
+(auto, the default, and `mode="retrieve"`), the tree walk of `knowtree.answer.memory`
+(`mode="walk"` or `navigator="tree"`), the tool-using agent of `knowtree.answer.agent`
+(`navigator="agent"`), or the judged beam of `mode="nav"`; `stream` yields navigation events as they
+happen, then the answer.
 """
 
 from __future__ import annotations
@@ -268,11 +270,12 @@ class Memory:
         """Answer from the memory with message-level citations.
 
         `mode` means what it means for `Tree.ask` (auto | walk | search | retrieve | nav; default:
-        the `ask_mode` setting; see `knowtree.answer.router`): retrieve and nav read the memory as
-        an index, the others walk it with `navigator` (tree, the default, or agent: the tool-using
-        agent). The old spelling `mode="tree"` / `mode="agent"` still names the navigator.
-        `on_step` gets each navigation step as it happens; `on_token` the answer's text as the model
-        writes it (tree navigator; before the answer is checked: the returned Answer is what counts)."""
+        the `ask_mode` setting; see `knowtree.answer.router`): auto and retrieve read the memory
+        through its index, nav through its index and a judged beam; walk, or naming a `navigator`
+        (tree or agent: the tool-using agent), walks it. The old spelling `mode="tree"` /
+        `mode="agent"` still names the navigator. `on_step` gets each navigation step as it happens;
+        `on_token` the answer's text as the model writes it (before the answer is checked: the
+        returned Answer is what counts)."""
         if mode in ("tree", "agent") and navigator is None:  # the old vocabulary
             navigator, mode = mode, None  # type: ignore[assignment]
         self._check_kind()

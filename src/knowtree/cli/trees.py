@@ -213,7 +213,7 @@ def ask(
         str | None,
         typer.Option(
             help="auto (the default: retrieve, a collection's documents picked first; search on a structured"
-            " tree when expert notes match; the navigator on memories) | retrieve (the tree as an index, then one answer call)"
+            " tree when expert notes match; on memories as retrieve) | retrieve (the tree as an index, then one answer call)"
             " | nav (the index's scores, the model judging the top few, one answer call)"
             " | walk (navigate with backtracking) | search (one call over the outline)"
         ),
@@ -227,7 +227,7 @@ def ask(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option(help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048]"),
+        typer.Option(help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048; memories: 800]"),
     ] = None,
     max_calls: MaxCallsOpt = None,
     max_tokens: MaxTokensOpt = None,

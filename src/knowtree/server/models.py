@@ -96,7 +96,9 @@ class AskRequest(Strict):
         " For memories, tree | agent is still read as the navigator",
     )
     navigator: Literal["tree", "agent"] | None = Field(
-        None, description="conversation memories: who walks the memory (tree, the default, or the tool-using agent)"
+        None,
+        description="conversation memories: walk the memory (tree: the topic walk, or the tool-using agent)"
+        " instead of reading it through its index (auto, retrieve)",
     )
     strategy: Literal["auto", "describe", "metadata", "semantic"] | None = Field(
         None, description="collections: how documents are picked"

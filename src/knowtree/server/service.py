@@ -211,9 +211,9 @@ class Service:
     ) -> Answer:
         t = self.tree(p, name)
         if t.info.kind == "conversation":
-            if req.mode in ("walk", "search"):
+            if req.mode == "search":
                 raise Problem(
-                    400, f"mode {req.mode!r}: a conversation memory answers in auto | retrieve | nav mode"
+                    400, "mode 'search': a conversation memory answers in auto | retrieve | nav | walk mode"
                     " (navigator tree | agent)"
                 )
             return self.kt.memory(t.name).ask(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from knowtree.answer.when import resolve, resolved_answer
+from knowtree.answer.when import only_the_day, resolve, resolved_answer, said_in
 from knowtree.core import KnowTree
 from knowtree.llm.base import Request
 from knowtree.testing.models import FunctionModel, KeywordModel
@@ -82,3 +82,45 @@ def test_a_memory_answer_resolves_against_the_message_that_said_it(tmp_path: Pat
             answer = mem.ask("When did Mel paint the sunrise?", mode=mode)
             # the date of message 2, which says "last year", not of message 1
             assert answer.answer == "last year (2022, said on 8 May 2023)", mode
+
+
+def test_an_answer_that_is_only_the_message_s_date_is_spotted() -> None:
+    for said in ("8 May 2023", "On May 8, 2023", "2023-05-08", "8 may", "on the 8th May 2023."):
+        assert only_the_day(said, SAID), said
+    for other in ("7 May 2023", "8 May 2023, at the support group", "May 2023", "Paris"):
+        assert not only_the_day(other, SAID), other
+
+
+def test_the_phrase_dating_what_the_question_asks_about() -> None:
+    text = (
+        "I wanted to tell you about my school event last week. I talked about my journey since I started"
+        " transitioning three years ago."
+    )
+    assert said_in(text, {"speech", "school"}, SAID) == ("last week", "the week before 8 May 2023")
+    assert said_in(text, {"transitioning"}, SAID) == ("three years ago", "2020")
+    assert said_in(text, {"paris"}, SAID) is None  # two phrases, nothing to choose by
+    assert said_in("I went yesterday.", {"paris"}, SAID) == ("yesterday", "7 May 2023")  # the only one
+    assert said_in("No time words here.", {"school"}, SAID) is None
+
+
+def test_a_memory_answer_giving_the_message_s_date_gets_the_message_s_time_words(tmp_path: Path) -> None:
+    keyword = KeywordModel()
+
+    def model(request: Request) -> Any:
+        if request.schema_name == "memory_answer":
+            return {"found": True, "answer": "8 May 2023", "messages": [2], "superseded": []}
+        return keyword.fn(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        mem.add(
+            [
+                {"role": "user", "name": "Ann", "content": "How was your week?", "timestamp": "8 May 2023"},
+                {"role": "user", "name": "Cy", "content": "I went to a support group yesterday.", "timestamp": "8 May 2023"},
+            ]
+        )
+        answer = mem.ask("When did Cy go to the support group?")
+    assert answer.answer == "yesterday (7 May 2023, said on 8 May 2023)"
+    step = next(s for s in answer.trace if s.outcome == "answered with the message's own time words")
+    assert "'8 May 2023' is the date of message 2" in (step.reason or "")

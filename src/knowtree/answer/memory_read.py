@@ -21,7 +21,7 @@ from knowtree.answer.evidence import content_words, grounded_share, lexical_scor
 from knowtree.answer.indexed import evidence_step
 from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
 from knowtree.answer.replies import MemoryReply
-from knowtree.answer.when import resolve, resolved_answer
+from knowtree.answer.when import only_the_day, resolve, resolved_answer, said_in
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import CallResult, LLMClient
 from knowtree.prompts.reply import ask
@@ -226,7 +226,9 @@ class MemoryReading:
                     error=f"the reply cited {reply.messages}, not among the messages shown",
                 ),
             )
-        text = self._dated(reply.answer.strip(), cited)
+        text, redated = self._dated(reply.answer.strip(), cited, question)
+        if redated:
+            self.record(total, NavStep(action="combine", outcome="answered with the message's own time words", reason=redated))
         if not cited:
             # an answer without valid message numbers is not verified: kept, marked partial, and cites
             # what was read
@@ -285,16 +287,32 @@ class MemoryReading:
 
         return max(holding, key=fit, default=None)
 
-    def _dated(self, answer: str, cited: Sequence[str]) -> str:
+    def _dated(self, answer: str, cited: Sequence[str], question: str) -> tuple[str, str | None]:
         """The answer with its relative times ("last year") resolved against the date of the cited
-        message that says them (else the first cited message): `answer.when`."""
+        message that says them (else the first cited message): `answer.when`. An answer that is only
+        the cited message's own date, while that message dates the event relative to itself ("I went
+        yesterday"), is answered with the message's words, resolved. Returns (answer, what was
+        re-dated: for the trace)."""
+        if not cited:
+            return answer, None
         found = resolve(answer, date.today())
-        if not found or not cited:
-            return answer
-        phrases = [p for p, _ in found]
-        said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in phrases)), cited[0])
-        when = self._time(said)
-        return resolved_answer(answer, datetime.fromisoformat(when).date()) if when else answer
+        if found:
+            phrases = [p for p, _ in found]
+            said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in phrases)), cited[0])
+            when = self._time(said)
+            return (resolved_answer(answer, datetime.fromisoformat(when).date()), None) if when else (answer, None)
+        when = self._time(cited[0])
+        if not when:
+            return answer, None
+        day = datetime.fromisoformat(when).date()
+        if not only_the_day(answer, day):
+            return answer, None
+        asked = content_words(question)
+        near = said_in(self.nodes[cited[0]].text, {*asked, *map(stem, asked)}, day)
+        if near is None:
+            return answer, None
+        phrase, _meaning = near
+        return resolved_answer(phrase, day), f"{answer!r} is the date of message {self._pos(cited[0])}, which says {phrase!r}"
 
     def _time(self, leaf: str) -> str | None:
         tr = self.nodes[leaf].meta.time_range

@@ -14,6 +14,7 @@ moment ("last year" → 8 May 2022), while an answer needs the period the phrase
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import date, timedelta
 
 _NUMBERS = {
@@ -135,3 +136,45 @@ def resolved_answer(answer: str, said: date) -> str:
         note = f"{phrase} ({meaning}, said on {day_text(said)})"
         out = re.sub(r"(?<![\w-])" + re.escape(phrase) + r"(?![\w-])", lambda _m, n=note: n, out, count=1)
     return out
+
+
+_FILLER = re.compile(r"\b(?:on|in|at|of|the|about|around|it was|was)\b|[\W_]+", re.IGNORECASE)
+
+
+def only_the_day(answer: str, said: date) -> bool:
+    """Whether `answer` says nothing but the day `said` ("8 May 2023", "On May 8, 2023", "2023-05-08"):
+    what a small model answers when it copies the message's date instead of the time the message
+    gives ("yesterday")."""
+    text = answer.lower()
+    month, short = f"{said:%B}".lower(), f"{said:%b}".lower()
+    forms = [said.isoformat()] + [
+        f.format(d=said.day, m=m) for m in (month, short) for f in ("{d} {m}", "{m} {d}", "{d}th {m}", "{m} {d}th")
+    ]
+    if not any(f in text for f in forms):
+        return False
+    for f in forms:
+        text = text.replace(f, " ")
+    text = text.replace(str(said.year), " ")
+    return not _FILLER.sub("", text)
+
+
+def said_in(text: str, near: Iterable[str], said: date) -> tuple[str, str] | None:
+    """The relative time phrase of `text` (a message said on `said`) that dates what the words `near`
+    (the question's) are about: the phrase whose sentence shares most of those words; the only phrase
+    when none shares any; None when there is no phrase, or several and no way to choose."""
+    wanted = {w.lower() for w in near}
+    found = resolve(text, said)
+    if not found:
+        return None
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", text)
+
+    def shared(phrase: str) -> int:
+        holding = [x for x in sentences if phrase.lower() in x.lower()]
+        return max((len(wanted & set(re.findall(r"[a-z0-9]+", x.lower()))) for x in holding), default=0)
+
+    scored = sorted(((shared(p), i) for i, (p, _) in enumerate(found)), key=lambda x: (-x[0], x[1]))
+    if scored[0][0] == 0 and len(found) > 1:
+        return None
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        return None
+    return found[scored[0][1]]

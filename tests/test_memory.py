@@ -16,7 +16,7 @@ from knowtree.core import KnowTree
 from knowtree.errors import InputError
 from knowtree.ingest.chat import load_chat, parse_timestamp
 from knowtree.llm.base import Completion, Request
-from knowtree.testing.models import FunctionModel, KeywordModel
+from knowtree.testing.models import FunctionModel, KeywordModel, keyword_except
 
 TOPICS = ["garden", "marathon", "guitar", "paris", "puppy", "novel"]
 
@@ -272,44 +272,28 @@ def test_ask_cites_messages_with_position_speaker_and_time(kt: KnowTree) -> None
     assert kt.tree("chat").ask("Where did Ann's sister Beth move for her job?").citations[0].line_start == 61
 
 
-def test_later_message_wins_and_the_answer_says_so(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "Berlin", "messages": [4], "superseded": [2]}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+@pytest.mark.parametrize("mode", ["walk", "retrieve"])  # the navigator and the index: one answer step
+def test_later_message_wins_and_the_answer_says_so(tmp_path: Path, mode: str) -> None:
+    reply = {"found": True, "answer": "Berlin", "messages": [4], "superseded": [2]}
+    with KnowTree(tmp_path / "kb.db", model=keyword_except({"memory_answer": reply}, id="m")) as kt:
         mem = _mem(kt)
         mem.add(
             [
-                {"role": "user", "name": "Ann", "content": "Where do you live?", "timestamp": "1 May 2023"},
+                {"role": "user", "name": "Ann", "content": "Where do you live now?", "timestamp": "1 May 2023"},
                 {"role": "user", "name": "Bo", "content": "I live in Paris.", "timestamp": "1 May 2023"},
                 {"role": "user", "name": "Ann", "content": "Still there?", "timestamp": "9 June 2023"},
-                {
-                    "role": "user",
-                    "name": "Bo",
-                    "content": "No, I moved to Berlin.",
-                    "timestamp": "9 June 2023",
-                },
+                {"role": "user", "name": "Bo", "content": "No, I live in Berlin now.", "timestamp": "9 June 2023"},
             ]
         )
-        answer = mem.ask("Where does Bo live?")
+        answer = mem.ask("Where does Bo live?", mode=mode)
     assert answer.answer.startswith("Berlin")
     assert "later message 4 (9 June 2023)" in answer.answer and "message 2 (1 May 2023)" in answer.answer
     assert answer.parts[0]["superseded"] == [2]
 
 
 def test_an_answer_citing_no_shown_message_is_partial(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "Tokyo", "messages": [999], "superseded": []}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+    reply = {"found": True, "answer": "Tokyo", "messages": [999], "superseded": []}
+    with KnowTree(tmp_path / "kb.db", model=keyword_except({"memory_answer": reply}, id="m")) as kt:
         mem = _mem(kt)
         mem.add(exchange(0) + exchange(1))
         answer = mem.ask("Where?")
@@ -471,7 +455,8 @@ class _Streaming(FunctionModel):
         return completion
 
 
-def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["walk", "retrieve"])
+def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path, mode: str) -> None:
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         _chat(kt)
     keyword = KeywordModel()
@@ -479,14 +464,16 @@ def test_answer_tokens_stream_while_the_model_writes_them(tmp_path: Path) -> Non
         mem = _mem(kt)
 
         async def consume() -> list[dict[str, Any]]:
-            return [e async for e in mem.stream("Where did Ann's sister Beth move for her job?", mode="walk")]
+            return [e async for e in mem.stream("Where did Ann's sister Beth move for her job?", mode=mode)]
 
         events = asyncio.run(consume())
-    kinds = [e["event"] for e in events]
     tokens = [e["text"] for e in events if e["event"] == "token"]
-    read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read")
-    assert len(tokens) > 3 and kinds.index("token") < read_step  # during the answer call, not after
+    # the answer step's own read step (the index's evidence step has no source)
+    read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read" and e["step"].source)
+    first_token = next(i for i, e in enumerate(events) if e["event"] == "token")
+    assert len(tokens) > 3 and first_token < read_step  # during the answer call, not after
     assert "".join(tokens) in events[-1]["answer"].answer and "Lisbon" in "".join(tokens)
+    assert events[-1]["answer"].status == "complete"
 
 
 def test_a_summary_answer_not_grounded_in_the_summaries_descends_to_messages(tmp_path: Path) -> None:
@@ -561,54 +548,12 @@ def test_retrieve_reads_the_index_s_messages_with_the_memory_answer_step(tmp_pat
     assert via_tree.citations[0].line_start == 61 and via_tree.parts[0]["messages"] == [61]
 
 
-def test_retrieve_keeps_the_later_message_rule(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "Berlin", "messages": [4], "superseded": [2]}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
-        mem = _mem(kt)
-        mem.add(
-            [
-                {"role": "user", "name": "Ann", "content": "Where do you live now?", "timestamp": "1 May 2023"},
-                {"role": "user", "name": "Bo", "content": "I live in Paris.", "timestamp": "1 May 2023"},
-                {"role": "user", "name": "Ann", "content": "Still there?", "timestamp": "9 June 2023"},
-                {"role": "user", "name": "Bo", "content": "No, I live in Berlin now.", "timestamp": "9 June 2023"},
-            ]
-        )
-        answer = mem.ask("Where does Bo live?", mode="retrieve")
-    assert answer.answer.startswith("Berlin") and "later message 4 (9 June 2023)" in answer.answer
-    assert answer.parts[0]["superseded"] == [2]
-
-
 def test_retrieve_finding_nothing_is_no_answer(tmp_path: Path) -> None:
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         mem = _chat(kt)
         answer = mem.ask("Which telescope did the astronomer calibrate?", mode="retrieve")
     assert answer.status == "none" and answer.answer is None
     assert answer.trace[-1].outcome == "not in these messages"
-
-
-def test_retrieve_streams_the_answer_tokens(tmp_path: Path) -> None:
-    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
-        _chat(kt)
-    keyword = KeywordModel()
-    with KnowTree(tmp_path / "kb.db", model=_Streaming(keyword.fn, id="stream")) as kt:
-        mem = _mem(kt)
-
-        async def consume() -> list[dict[str, Any]]:
-            q = "Where did Ann's sister Beth move for her job?"
-            return [e async for e in mem.stream(q, mode="retrieve")]
-
-        events = asyncio.run(consume())
-    tokens = [e["text"] for e in events if e["event"] == "token"]
-    read_step = next(i for i, e in enumerate(events) if e["event"] == "step" and e["step"].action == "read" and e["step"].source)
-    first_token = next(i for i, e in enumerate(events) if e["event"] == "token")
-    assert len(tokens) > 3 and first_token < read_step  # during the answer call, not after it
-    assert "Lisbon" in "".join(tokens) and events[-1]["answer"].status == "complete"
 
 
 def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) -> None:
@@ -629,14 +574,8 @@ def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) 
 
 
 def test_wrong_message_numbers_are_mended_by_the_one_message_holding_the_answer(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "Lisbon", "messages": [998, 999], "superseded": []}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+    reply = {"found": True, "answer": "Lisbon", "messages": [998, 999], "superseded": []}
+    with KnowTree(tmp_path / "kb.db", model=keyword_except({"memory_answer": reply}, id="m")) as kt:
         mem = _chat(kt)
         answer = mem.ask("Where did Ann's sister Beth move for her job?", mode="retrieve")
     assert answer.status == "complete" and answer.answer == "Lisbon"

@@ -10,8 +10,8 @@ import pytest
 
 from knowtree.answer.when import only_the_day, resolve, resolved_answer, said_in
 from knowtree.core import KnowTree
-from knowtree.llm.base import Request
-from knowtree.testing.models import FunctionModel, KeywordModel
+from knowtree.testing.models import keyword_except
+from knowtree.types import Answer
 
 SAID = date(2023, 5, 8)  # a Monday
 
@@ -61,27 +61,22 @@ def test_the_answer_keeps_its_words_and_says_what_they_mean() -> None:
     assert resolved_answer("lastyear and yesterday-ish", SAID) == "lastyear and yesterday-ish"
 
 
-def test_a_memory_answer_resolves_against_the_message_that_said_it(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "last year", "messages": [1, 2], "superseded": []}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
+def ask_chat(tmp_path: Path, reply: dict[str, Any], chat: list[tuple[str, str, str]], question: str, mode: str) -> Answer:
+    """`question` asked of a memory holding `chat` (speaker, words, time), the answer step replying `reply`."""
+    with KnowTree(tmp_path / "kb.db", model=keyword_except({"memory_answer": reply})) as kt:
         mem = kt.memory("chat")
         mem.embedder = "hash"
-        mem.add(
-            [
-                {"role": "user", "name": "Ann", "content": "Nice sunrise painting!", "timestamp": "1 March 2024"},
-                {"role": "user", "name": "Mel", "content": "I painted that sunrise last year.", "timestamp": "8 May 2023"},
-            ]
-        )
-        for mode in ("walk", "retrieve"):
-            answer = mem.ask("When did Mel paint the sunrise?", mode=mode)
-            # the date of message 2, which says "last year", not of message 1
-            assert answer.answer == "last year (2022, said on 8 May 2023)", mode
+        mem.add([{"role": "user", "name": n, "content": c, "timestamp": t} for n, c, t in chat])
+        return mem.ask(question, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["walk", "retrieve"])
+def test_a_memory_answer_resolves_against_the_message_that_said_it(tmp_path: Path, mode: str) -> None:
+    chat = [("Ann", "Nice sunrise painting!", "1 March 2024"), ("Mel", "I painted that sunrise last year.", "8 May 2023")]
+    reply = {"found": True, "answer": "last year", "messages": [1, 2], "superseded": []}
+    answer = ask_chat(tmp_path, reply, chat, "When did Mel paint the sunrise?", mode)
+    # the date of message 2, which says "last year", not of message 1
+    assert answer.answer == "last year (2022, said on 8 May 2023)"
 
 
 def test_an_answer_that_is_only_the_message_s_date_is_spotted() -> None:
@@ -104,23 +99,9 @@ def test_the_phrase_dating_what_the_question_asks_about() -> None:
 
 
 def test_a_memory_answer_giving_the_message_s_date_gets_the_message_s_time_words(tmp_path: Path) -> None:
-    keyword = KeywordModel()
-
-    def model(request: Request) -> Any:
-        if request.schema_name == "memory_answer":
-            return {"found": True, "answer": "8 May 2023", "messages": [2], "superseded": []}
-        return keyword.fn(request)
-
-    with KnowTree(tmp_path / "kb.db", model=FunctionModel(model, id="m")) as kt:
-        mem = kt.memory("chat")
-        mem.embedder = "hash"
-        mem.add(
-            [
-                {"role": "user", "name": "Ann", "content": "How was your week?", "timestamp": "8 May 2023"},
-                {"role": "user", "name": "Cy", "content": "I went to a support group yesterday.", "timestamp": "8 May 2023"},
-            ]
-        )
-        answer = mem.ask("When did Cy go to the support group?")
+    chat = [("Ann", "How was your week?", "8 May 2023"), ("Cy", "I went to a support group yesterday.", "8 May 2023")]
+    reply = {"found": True, "answer": "8 May 2023", "messages": [2], "superseded": []}
+    answer = ask_chat(tmp_path, reply, chat, "When did Cy go to the support group?", "auto")
     assert answer.answer == "yesterday (7 May 2023, said on 8 May 2023)"
     step = next(s for s in answer.trace if s.outcome == "answered with the message's own time words")
     assert "'8 May 2023' is the date of message 2" in (step.reason or "")

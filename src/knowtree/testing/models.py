@@ -76,6 +76,19 @@ class ScriptedModel(FunctionModel):
 
 # -- the keyword model ------------------------------------------------------------------------
 # -- the keyword model: the role comes from the reply's schema ----------------------------------
+def keyword_except(replies: dict[str, Any], *, id: str = "keyword-except") -> FunctionModel:
+    """The keyword model, except for the reply schemas named in `replies` (schema name → the reply
+    to give): for a test that needs one step to answer a certain way and every other step to work."""
+    keyword = KeywordModel()
+
+    def fn(request: Request) -> Any:
+        if request.schema_name in replies:
+            return replies[request.schema_name]
+        return keyword.fn(request)
+
+    return FunctionModel(fn, id=id)
+
+
 def fields(names: str) -> frozenset[str]:
     return frozenset(names.split())
 

@@ -94,7 +94,8 @@ def test_the_phrase_dating_what_the_question_asks_about() -> None:
     assert said_in(text, {"speech", "school"}, SAID) == ("last week", "the week before 8 May 2023")
     assert said_in(text, {"transitioning"}, SAID) == ("three years ago", "2020")
     assert said_in(text, {"paris"}, SAID) is None  # two phrases, nothing to choose by
-    assert said_in("I went yesterday.", {"paris"}, SAID) == ("yesterday", "7 May 2023")  # the only one
+    assert said_in("I went yesterday.", {"went"}, SAID) == ("yesterday", "7 May 2023")
+    assert said_in("I adopted a puppy! My sister came last week.", {"puppy", "adopt"}, SAID) is None
     assert said_in("No time words here.", {"school"}, SAID) is None
 
 

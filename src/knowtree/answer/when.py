@@ -160,8 +160,9 @@ def only_the_day(answer: str, said: date) -> bool:
 
 def said_in(text: str, near: Iterable[str], said: date) -> tuple[str, str] | None:
     """The relative time phrase of `text` (a message said on `said`) that dates what the words `near`
-    (the question's) are about: the phrase whose sentence shares most of those words; the only phrase
-    when none shares any; None when there is no phrase, or several and no way to choose."""
+    (the question's) are about: the phrase whose sentence shares most of those words; None when no
+    phrase's sentence shares any ("I adopted a puppy! My sister came last week": not the puppy's
+    date) or two share as many."""
     wanted = {w.lower() for w in near}
     found = resolve(text, said)
     if not found:
@@ -173,8 +174,6 @@ def said_in(text: str, near: Iterable[str], said: date) -> tuple[str, str] | Non
         return max((len(wanted & set(re.findall(r"[a-z0-9]+", x.lower()))) for x in holding), default=0)
 
     scored = sorted(((shared(p), i) for i, (p, _) in enumerate(found)), key=lambda x: (-x[0], x[1]))
-    if scored[0][0] == 0 and len(found) > 1:
-        return None
-    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+    if scored[0][0] == 0 or (len(scored) > 1 and scored[0][0] == scored[1][0]):
         return None
     return found[scored[0][1]]

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         rec["hybrid"] = score([dia[int(m["position"])] for m in ctx], c.evidence, texts)
         if c.id in subset:
             started = time.monotonic()
-            ctx = mem.context(c.question, args.budget)
+            ctx = mem.context(c.question, args.budget, use_model=True)
             r = mem.last_retrieval
             got = [dia[int(m["position"])] for m in ctx]
             nav = [dia[int(m["position"])] for m in ctx if m["via"] == "tree"]

@@ -165,7 +165,7 @@ def test_a_failing_memory_context_closes_its_run_as_failed(
         kt.memory("chat").add(CHAT)
         monkeypatch.setattr(MemoryNavigator, "retrieve", fail)
         with pytest.raises(RuntimeError, match="retrieval broke"):
-            kt.memory("chat").context("Where did Beth move?")
+            kt.memory("chat").context("Where did Beth move?", use_model=True)
         run = kt.store.runs("chat", limit=1)[0]
     assert run["kind"] == "context" and run["status"] == "failed" and run["finished"]
 

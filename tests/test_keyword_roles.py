@@ -86,7 +86,7 @@ def build_and_ask(db: Path, model: FunctionModel, kind: str) -> knowtree.Answer:
         memory = kt.memory("chat")
         memory.embedder = "hash"
         memory.add(chat())
-        return memory.ask("Where did Ann's sister Beth move for her job?")
+        return memory.ask("Where did Ann's sister Beth move for her job?", mode="walk")  # the walk: memory_choose too
 
 
 ROLES_SEEN = {

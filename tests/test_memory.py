@@ -303,13 +303,13 @@ def test_an_answer_citing_no_shown_message_is_partial(tmp_path: Path) -> None:
 
 def test_context_returns_raw_messages_within_the_budget(kt: KnowTree) -> None:
     mem = _chat(kt)
-    ctx = mem.context("Where did Beth move?", budget_tokens=60)
+    ctx = mem.context("Where did Beth move?", budget_tokens=60, use_model=True)  # the walk's messages
     assert ctx and sum(len(str(m["name"] or m["role"]) + str(m["content"])) // 4 for m in ctx) <= 80
     assert [m["position"] for m in ctx] == sorted(m["position"] for m in ctx)
     assert any("Lisbon" in str(m["content"]) for m in ctx)
     assert all("timestamp" in m for m in ctx)
-    lexical = mem.context("Where did Beth move?", budget_tokens=60, use_model=False)
-    assert any("Lisbon" in str(m["content"]) for m in lexical)
+    indexed = mem.context("Where did Beth move?", budget_tokens=60)  # the default: the index, no model call
+    assert any("Lisbon" in str(m["content"]) for m in indexed) and all(m["via"] == "index" for m in indexed)
 
 
 def test_agent_mode_views_reads_and_cites(kt: KnowTree) -> None:

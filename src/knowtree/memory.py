@@ -308,14 +308,14 @@ class Memory:
         return nav.answer_evidence(question, found)
 
     def context(
-        self, question: str, budget_tokens: int = 1000, *, use_model: bool = True
+        self, question: str, budget_tokens: int = 1000, *, use_model: bool = False
     ) -> list[dict[str, Any]]:
-        """The raw messages (position, speaker, role, content, timestamp, source id) that a walk of the
-        tree selects for `question`, within `budget_tokens`, in time order: for an application's own
-        prompt. A long message is read in passages: its `content` is then the passages read, joined
-        by " … ", and `passages` their [start, end) character ranges in the message.
-        `use_model=False`: the tree as an index (`Tree.retrieve`'s core, no model call), each
-        message with its evidence item's score."""
+        """The raw messages (position, speaker, role, content, timestamp, source id) the memory's index
+        finds for `question` (`Tree.retrieve`'s core, no model call; each message with its evidence
+        item's score), within `budget_tokens`, in time order: for an application's own prompt. A long
+        message is read in passages: its `content` is then the passages read, joined by " … ", and
+        `passages` their [start, end) character ranges in the message. `use_model=True`: the messages a
+        walk of the topic tree selects (model calls; what `ask(mode="walk")` reads)."""
         if not use_model:
             return self._indexed_context(question, budget_tokens)
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))

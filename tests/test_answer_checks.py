@@ -152,3 +152,27 @@ def test_a_refusal_is_not_an_answer() -> None:
     )
     assert not ok and "does not answer" in why
     assert not supported("Release 7.1", "Not mentioned", "What was the budget?", RELEASE)[0]
+
+
+def test_a_quote_accepted_without_being_verbatim_is_judged_where_it_is() -> None:
+    """The 1.5B model quoted "- PostgreSQL with the pgvector extension. The team chose PostgreSQL." of
+    a line that has no list dash: the quote is accepted (most of its words in one stretch), so the
+    question's words are looked for around that stretch, not around the quote alone."""
+    text = (
+        "Attendees: Maria, Dev.\n\nDev presented two storage options for the knowledge index: MongoDB,\n"
+        "and PostgreSQL with the pgvector extension. The team chose PostgreSQL because one database\n"
+        "keeps backups in one place.\n"
+    )
+    question = "Which database did the team choose for Lighthouse?"
+    quote = "- PostgreSQL with the pgvector extension. The team chose PostgreSQL."
+    assert relevant_context(question, quote, text) >= 0.5  # "database" and "team" are around it
+    assert supported(quote, "PostgreSQL", question, text) == (True, "fits")
+
+
+def test_a_quote_with_another_number_is_not_accepted() -> None:
+    text = "Financial statements\nTotal revenue was 42 million dollars in 2021.\n"
+    question = "What total revenue do the financial statements show?"
+    ok, why = supported("Revenue was 99 million dollars.", "99 million dollars", question, text)
+    assert not ok and "99" in why
+    assert supported("Total revenue was 42 million dollars", "42 million dollars", question, text)[0]
+    assert supported("revenue was 1,250 million", "1250 million", question, "Total revenue was 1250 million.")[0]

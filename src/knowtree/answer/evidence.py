@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from knowtree.text import QUOTE_MATCH, STOPWORDS, WORD, quote_score, stem, words
+from knowtree.text import QUOTE_MATCH, STOPWORDS, WORD, quote_match, quote_score, stem, words
 
 
 def content_words(text: str) -> list[str]:
@@ -103,12 +103,23 @@ def fits_question(question: str, answer: str) -> tuple[bool, str]:
     return True, "fits"
 
 
+def placed(quote: str, text: str) -> tuple[int, int] | None:
+    """Where a quote is in the text: verbatim (`locate`), else where it matches best when that match
+    would accept it (`text.quote_match` ≥ `QUOTE_MATCH`: a small model drops a word or adds a list
+    dash); None when it is not there."""
+    where = locate(quote, text)
+    if where is None and quote.strip():
+        score, near = quote_match(quote, text)
+        where = near if score >= QUOTE_MATCH else None
+    return where
+
+
 def relevant_context(question: str, quote: str, text: str, *, radius: int = 300) -> float:
     """Share of the question's words found in the text around the quote (0 when it is not located)."""
     asked = {stem(w) for w in content_words(question_core(question))}
     if not asked:
         return 1.0
-    where = locate(quote, text)
+    where = placed(quote, text)
     if where is None:
         window = quote
     else:
@@ -123,7 +134,7 @@ def ids_not_before(question: str, quote: str, text: str, *, radius: int = 300) -
     wanted = [w for w in words(question_core(question)) if any(ch.isdigit() for ch in w)]
     if not wanted:
         return []
-    where = locate(quote, text)
+    where = placed(quote, text)
     start = where[0] if where else 0
     before = set(words(text[max(0, start - radius) : start] + " " + quote))
     return [w for w in dict.fromkeys(wanted) if w not in before]
@@ -144,6 +155,9 @@ def supported(
     score = quote_score(quote, text)
     if score < threshold:
         return False, f"quote not found in the text (match {score:.2f})"
+    changed = sorted(numbers(quote) - numbers(text))
+    if changed:  # a quote is accepted with a word dropped or a dash added, never with another number
+        return False, f"the quote's {', '.join(changed)} is not in the text"
     # a part that refers back ("who will be its manager?") names its ids in the whole question
     refers_back = re.search(
         r"\b(it|its|they|their|them|this|that|these|those|he|she|his|her)\b", question, re.I
@@ -158,6 +172,14 @@ def supported(
     if share < 0.5:
         return False, f"answer not grounded in the text ({share:.0%} of its new words appear)"
     return fits_question(question, answer)
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers in a text, thousands separators dropped ("1,250.5" → "1250.5")."""
+    return {re.sub(r",(?=\d{3}\b)", "", n) for n in _NUMBER.findall(text)}
 
 
 def locate(quote: str, text: str) -> tuple[int, int] | None:

@@ -677,4 +677,4 @@ def test_a_verified_quote_that_is_not_verbatim_is_cited_at_its_own_lines(tmp_pat
     # the trace's answer step names the same leaf and place, not the evidence item's range
     read = answer.trace[-1]
     assert read.action == "read" and read.outcome == f"complete (source 1, {c.file}:6-7)", read.outcome
-    assert read.choice == c.node_id and "#e" not in (read.node_id or "")
+    assert read.node_id == c.node_id and read.choice == read.options[0]  # source 1 of those shown

@@ -83,7 +83,7 @@ def answer_over_evidence(
     for step in answer.trace:  # the answer step names the quote's leaf and place, not the item's
         if step.choice in items and answer.status == "complete" and answer.citations:
             c = answer.citations[0]
-            step.node_id = step.choice = c.node_id
+            step.node_id = c.node_id  # the choice stays the source picked among the options shown
             source = (step.outcome or "").partition(",")[0]  # "complete (source 2"
             step.outcome = f"{source}, {place(c)})"
     for part in answer.parts:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 WORD = re.compile(r"[A-Za-z]+|\d+(?:[.,]\d+)*")
+#: where a text splits into sentences and lines: after . ! ? and their spaces, and at line breaks
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 STOPWORDS = frozenset(
     [
         "a",

@@ -128,7 +128,7 @@ class Tree:
             return self.kt.memory(self.name).ask(
                 question,
                 mode=plan.mode,
-                navigator=None if plan.navigator == "index" else plan.navigator,  # index: the mode's
+                navigator=None if plan.navigator == "index" else plan.navigator,  # "index" is routed by the mode, not named
                 budget_tokens=budget_tokens,
                 on_step=on_step,
             )

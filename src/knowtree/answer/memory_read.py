@@ -14,18 +14,18 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.evidence import content_words, grounded_share, lexical_score
-from knowtree.answer.indexed import evidence_step
+from knowtree.answer.indexed import evidence_step, item_leaves
 from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
 from knowtree.answer.replies import MemoryReply
-from knowtree.answer.when import only_the_day, resolve, resolved_answer, said_in
+from knowtree.answer.when import only_the_day, phrases, resolved_answer, said_in
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import CallResult, LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.text import clip, human_range, human_time, phrase_in, stem
+from knowtree.text import SENTENCE_BREAK, clip, human_range, human_time, phrase_in, stem
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class MemoryReading:
         passages an item's text overlaps, else the one sharing most of its words)."""
         r = Retrieval()
         for ev in evidence:
-            for leaf in dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces):
+            for leaf in (n.id for n in item_leaves(ev, self.nodes)):
                 pieces = self.passages.of(leaf)
                 if not pieces:
                     continue
@@ -295,10 +295,9 @@ class MemoryReading:
         re-dated: for the trace)."""
         if not cited:
             return answer, None
-        found = resolve(answer, date.today())
-        if found:
-            phrases = [p for p, _ in found]
-            said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in phrases)), cited[0])
+        said_words = phrases(answer)
+        if said_words:
+            said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in said_words)), cited[0])
             when = self._time(said)
             return (resolved_answer(answer, datetime.fromisoformat(when).date()), None) if when else (answer, None)
         when = self._time(cited[0])
@@ -419,13 +418,11 @@ class MemoryReading:
         )
 
 
-_PROBE = re.compile(r"(?<=[.!?])\s+|\n+")
-
 
 def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[Piece]:
     """The passages of a long message that a retrieved text (index pieces, cut at other boundaries
     than passages, possibly with neighbouring messages) overlaps: those holding the start of one of
     its lines or sentences (of at least 20 characters), compared whitespace-normalized."""
-    probes = [" ".join(s.split())[:probe_chars] for s in _PROBE.split(text) if len(s.strip()) >= 20]
+    probes = [" ".join(s.split())[:probe_chars] for s in SENTENCE_BREAK.split(text) if len(s.strip()) >= 20]
     texts = [" ".join(p.text.split()) for p in pieces]
     return [p for p, t in zip(pieces, texts, strict=True) if any(pr in t for pr in probes)]

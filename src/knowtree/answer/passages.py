@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from knowtree.answer.evidence import lexical_score
-from knowtree.text import clip, human_time
+from knowtree.text import SENTENCE_BREAK, clip, human_time
 from knowtree.types import Node
 
 #: a message this long or shorter is one passage
@@ -138,16 +138,13 @@ class Passages:
         )
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
 def quote_of(piece: Piece, answer: str, question: str = "", limit: int = 300) -> str:
     """The words of a passage to quote: all of it when short, else the sentence that holds most of
     the answer's words (then the question's), clipped to `limit`."""
     text = " ".join(piece.text.split())
     if len(text) <= limit:
         return text
-    sentences = [s for s in _SENTENCE_END.split(piece.text) if s.strip()]
+    sentences = [s for s in SENTENCE_BREAK.split(piece.text) if s.strip()]
     best = max(
         sentences,
         key=lambda s: (lexical_score(answer, s), lexical_score(question, s)),

@@ -23,12 +23,12 @@ from typing import Any
 
 from pydantic import StrictBool, StrictInt
 
-from knowtree.answer.evidence import locate, supported
+from knowtree.answer.evidence import placed, supported
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import Reply, ask, narrowed, string
 from knowtree.retrieve.bm25 import bm25_scores
-from knowtree.text import QUOTE_MATCH, clip, quote_match
+from knowtree.text import clip
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 CHARS_PER_TOKEN = 4
@@ -435,10 +435,7 @@ def cite(leaf: Node, quote: str) -> Citation:
     span = leaf.spans[0]
     p0, p1 = span.page_start, span.page_end
     line_start, line_end = span.line_start, span.line_end
-    at = locate(quote, leaf.text) if quote else None
-    if at is None and quote:  # a quote that verified without being verbatim: where it matches best
-        score, near = quote_match(quote, leaf.text)
-        at = near if score >= QUOTE_MATCH else None
+    at = placed(quote, leaf.text) if quote else None  # verbatim, else where it verified
     if at is not None:
         line_start = span.line_start + leaf.text.count("\n", 0, at[0])
         line_end = span.line_start + leaf.text.count("\n", 0, at[1])

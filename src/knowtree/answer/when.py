@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable
 from datetime import date, timedelta
 
+from knowtree.text import SENTENCE_BREAK, words
+
 _NUMBERS = {
     "a": 1,
     "an": 1,
@@ -88,15 +90,17 @@ def _relative(rel: str, unit: str, said: date) -> str:
             return day_text(said - timedelta(days=back))
         ahead = (target - said.weekday()) % 7
         return day_text(said + timedelta(days=ahead or (7 if sign > 0 else 0)))
-    if unit == "weekend":
+    if unit in ("week", "weekend"):
         where = {-1: "before", 1: "after", 0: "of"}[sign]
-        return f"the weekend {where} {day_text(said)}"
-    if unit == "week":
-        where = {-1: "before", 1: "after", 0: "of"}[sign]
-        return f"the week {where} {day_text(said)}"
+        return f"the {unit} {where} {day_text(said)}"
     if unit == "month":
         return f"{_month(said, sign):%B %Y}"
     return str(said.year + sign)
+
+
+def phrases(text: str) -> list[str]:
+    """The relative time phrases in `text`, in order, each once (any case): what `resolve` dates."""
+    return list({m.group(0).lower(): m.group(0) for m in _PHRASE.finditer(text)}.values())
 
 
 def resolve(text: str, said: date) -> list[tuple[str, str]]:
@@ -167,11 +171,11 @@ def said_in(text: str, near: Iterable[str], said: date) -> tuple[str, str] | Non
     found = resolve(text, said)
     if not found:
         return None
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", text)
+    sentences = SENTENCE_BREAK.split(text)
 
     def shared(phrase: str) -> int:
         holding = [x for x in sentences if phrase.lower() in x.lower()]
-        return max((len(wanted & set(re.findall(r"[a-z0-9]+", x.lower()))) for x in holding), default=0)
+        return max((len(wanted & set(words(x))) for x in holding), default=0)
 
     scored = sorted(((shared(p), i) for i, (p, _) in enumerate(found)), key=lambda x: (-x[0], x[1]))
     if scored[0][0] == 0 or (len(scored) > 1 and scored[0][0] == scored[1][0]):

@@ -8,6 +8,7 @@ from typing import Any
 
 from knowtree.llm.base import Request
 from knowtree.testing.overlap import between, question_line, words
+from knowtree.text import SENTENCE_BREAK
 
 
 class DocumentRoles:
@@ -62,7 +63,7 @@ class DocumentRoles:
             r"^\[(\d+)\] (.*?)\n<source>\n(.*?)\n</source>", prompt, flags=re.M | re.S
         ):
             context = words(head.split(", ", 2)[-1])  # the section title is part of what a reader sees
-            for s in re.split(r"(?<=[.!?])\s+|\n+", body):
+            for s in SENTENCE_BREAK.split(body):
                 overlap = len(wanted & (words(s) | context))
                 if overlap > score:
                     best, score, source = s.strip(), overlap, int(n)

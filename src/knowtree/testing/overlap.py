@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from knowtree.text import STOPWORDS
+from knowtree.text import SENTENCE_BREAK, STOPWORDS
 
 WORD = re.compile(r"[A-Za-z]+|\d+")
 
@@ -15,7 +15,7 @@ def words(text: str, min_len: int = 2) -> set[str]:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
+    return [s.strip() for s in SENTENCE_BREAK.split(text) if len(s.strip()) > 3]
 
 
 def between(text: str, start: str, end: str) -> str:

@@ -19,7 +19,8 @@ Hit = at least one gold evidence turn (dia_id) among the retrieved ones; recall 
 
 With ``--judge K`` it also answers the first K questions (stratified) whose evidence lies in the
 memory, with the tree (`Memory.ask(mode="walk")`, the memory navigator), with the memory as an index
-(`mode="retrieve"`, with ``--judge-retrieve``; same reading budget, ``--judge-budget``) and with the
+(`mode="retrieve"`, with ``--judge-retrieve``; same reading budget, ``--judge-budget``), with the
+judged beam (`mode="nav"`; ``--judge-modes`` picks any of walk, retrieve, nav) and with the
 whole conversation in one prompt (when it fits the model's context window), and has the model judge
 each against the gold answer.
 """
@@ -90,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         "--judge", type=int, default=0, help="questions to answer and judge (tree vs full context)"
     )
     ap.add_argument("--judge-retrieve", action="store_true", help="also answer with mode=retrieve")
+    ap.add_argument(
+        "--judge-modes",
+        default=None,
+        help="the modes to answer with, comma-separated, from walk, retrieve and nav (default: walk,"
+        " and retrieve with --judge-retrieve); result keys: tree (walk), retrieve, nav",
+    )
     ap.add_argument("--judge-budget", type=int, default=800, help="tokens of messages read per answer")
     ap.add_argument("--no-full", action="store_true", help="do not answer from the whole conversation")
     ap.add_argument("--out", required=True)
@@ -167,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
             for p in sorted(by_pos)
         )
         fits = approx_tokens(lines) + 600 < kt.model.context_window and not args.no_full
+        modes = (
+            [m.strip() for m in args.judge_modes.split(",")]
+            if args.judge_modes
+            else ["walk", *(["retrieve"] if args.judge_retrieve else [])]
+        )
+        if set(modes) - {"walk", "retrieve", "nav"}:
+            raise SystemExit(f"--judge-modes {args.judge_modes}: use walk, retrieve and/or nav")
         for c in stratified(cases, max(1, -(-args.judge // 4)))[: args.judge]:
             row: dict[str, Any] = {
                 "id": c.id,
@@ -174,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                 "question": c.question,
                 "gold": c.answer,
             }
-            for key, mode in (("tree", "walk"), ("retrieve", "retrieve")):
-                if key == "retrieve" and not args.judge_retrieve:
+            for key, mode in (("tree", "walk"), ("retrieve", "retrieve"), ("nav", "nav")):
+                if mode not in modes:
                     continue
                 started = time.monotonic()
                 a = mem.ask(c.question, mode=mode, budget_tokens=args.judge_budget)
@@ -207,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             judged.append(row)
             write(args, kt, rows, per_q, judged)
             print(
-                f"judged {c.id}: tree {row['tree']['correct']} retrieve {row.get('retrieve', {}).get('correct')} "
+                f"judged {c.id}: tree {row.get('tree', {}).get('correct')} retrieve"
+                f" {row.get('retrieve', {}).get('correct')} nav {row.get('nav', {}).get('correct')} "
                 f"full {row.get('full', {}).get('correct')}",
                 file=sys.stderr,
             )
@@ -254,7 +269,9 @@ def write(
     if judged:
         summary["judged"] = {
             "n": len(judged),
-            "tree_accuracy": round(sum(j["tree"]["correct"] for j in judged) / len(judged), 3),
+            "tree_accuracy": (
+                round(sum(j["tree"]["correct"] for j in judged) / len(judged), 3) if "tree" in judged[0] else None
+            ),
             "full_accuracy": (
                 round(sum(j["full"]["correct"] for j in judged) / len(judged), 3)
                 if "full" in judged[0]
@@ -265,6 +282,9 @@ def write(
                 round(sum(j["retrieve"]["correct"] for j in judged) / len(judged), 3)
                 if "retrieve" in judged[0]
                 else None
+            ),
+            "nav_accuracy": (
+                round(sum(j["nav"]["correct"] for j in judged) / len(judged), 3) if "nav" in judged[0] else None
             ),
         }
     out = {

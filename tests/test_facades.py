@@ -57,8 +57,10 @@ def test_router_table() -> None:
     assert route(conv, None, default_mode="retrieve") == Plan("memory", "retrieve", navigator="index")
     assert route(conv, None) == Plan("memory", "auto", navigator="index")  # auto: the index, too
     assert route(conv, "auto", navigator="tree") == Plan("memory", "auto", navigator="tree")
-    for kind in (doc, conv):
-        assert route(kind, None, default_mode="nav").route == "nav"
+    assert route(doc, None, default_mode="nav").route == "nav"
+    # nav on a memory: the index's ranking judged, then the memory answer step
+    assert route(conv, None, default_mode="nav") == Plan("memory", "nav", navigator="index")
+    assert route(conv, "nav") == Plan("memory", "nav", navigator="index")
     assert route(conv, "walk") == Plan("memory", "walk", navigator="tree")
     assert route(conv, None, navigator="agent") == Plan("memory", "auto", navigator="agent")
     # naming a navigator asks for the mode that uses it, whatever the ask_mode setting

@@ -557,8 +557,7 @@ def test_retrieve_finding_nothing_is_no_answer(tmp_path: Path) -> None:
 
 
 def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) -> None:
-    from knowtree.answer.memory_read import covered
-    from knowtree.answer.passages import pieces_of
+    from knowtree.answer.passages import covered, pieces_of
     from knowtree.types import Node, NodeKind, NodeMeta
 
     body = " ".join(f"Paragraph {i} talks about the {TOPICS[i % 6]} in some detail, sentence {i}." for i in range(60))
@@ -571,6 +570,30 @@ def test_a_long_message_is_read_in_the_passages_the_index_found(tmp_path: Path) 
     assert got and len(got) <= 2
     assert all(p.start <= 1900 and p.end >= 1500 for p in got)
     assert covered(pieces, "Nothing of this message is here, not one sentence of it.") == []
+
+
+def test_a_line_repeated_through_a_long_message_places_nothing() -> None:
+    from knowtree.answer.passages import covered, merged, pieces_of, spans_read
+    from knowtree.types import Node, NodeKind, NodeMeta
+
+    # pasted code: every block ends with the same line, so that line is in most passages
+    body = "".join(
+        f"Block {i} computes the {TOPICS[i % 6]} total for region {i}.\n    return process(event, retries=1)\n"
+        for i in range(80)
+    )
+    node = Node(id="m1", kind=NodeKind.LEAF, level=0, meta=NodeMeta(), text="Ann: " + body)
+    pieces = pieces_of(node)
+    at = body.index("Block 50 ")
+    found = body[at : at + 250]  # an index piece around block 50
+    got = covered(pieces, found)
+    assert 1 <= len(got) <= 2 and all(p.start <= at + 250 and p.end >= at for p in got)
+    # only the repeated line: nothing is placed (before, every passage holding it was read)
+    assert covered(pieces, "    return process(event, retries=1)\n") == []
+    # the index's own pieces, placed exactly: the first with its speaker, overlapping ones read once
+    head, mid = node.text[:300], node.text[290 + 5 : 700 + 5]
+    spans = merged(spans_read(node, [head, mid]))
+    assert [(p.start, p.end) for p in spans] == [(0, 700)] and spans[0].text == body[:700]
+    assert spans_read(node, ["not in this message at all"]) == []
 
 
 def test_wrong_message_numbers_are_mended_by_the_one_message_holding_the_answer(tmp_path: Path) -> None:

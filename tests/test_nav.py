@@ -219,7 +219,12 @@ def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
 def test_nav_options_from_text() -> None:
     got = parse_options("rounds=1, candidates=8 snippet-chars=240,first=top,soft=off,weight=0.25")
     assert (got.rounds, got.candidates, got.snippet_chars, got.first, got.soft, got.weight) == (
-        1, 8, 240, "top", False, 0.25
+        1,
+        8,
+        240,
+        "top",
+        False,
+        0.25,
     )
     assert parse_options("") == NavOptions()
     for bad, message in [
@@ -309,9 +314,12 @@ def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         mem.add([{"role": "user", "name": "Ann", "content": c, "timestamp": stamp} for c in notes])
     with KnowTree(tmp_path / "kb.db", model=_judge_then_keyword(calls)) as kt:  # the question's calls only
         answer = kt.tree("chat").ask("Where did Beth move?", mode="nav", budget_tokens=40)
-    assert calls[0] == "nav_judge" and len(calls) <= 4
+    # the judge, then the memory answer step (message numbers), not the document answer step
+    assert calls == ["nav_judge", "memory_answer"]
     assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
     assert answer.citations and answer.citations[0].line_start == 13  # message 13
+    assert answer.trace[0].action == "choose" and any(s.action == "combine" for s in answer.trace)
+    assert answer.usage.calls == 2  # the judge's call counted beside the answer's
 
 
 def test_no_grade_keeps_the_rankings_order_even_where_it_is_not_the_score_order() -> None:

@@ -51,17 +51,23 @@ def test_phrases_resolve_at_their_own_granularity(phrase: str, meaning: str | No
 def test_month_and_year_arithmetic_crosses_the_year() -> None:
     assert resolve("next month", date(2023, 12, 3)) == [("next month", "January 2024")]
     assert resolve("last month", date(2024, 1, 31)) == [("last month", "December 2023")]
-    assert resolve("a couple of months ago", date(2024, 1, 31)) == [("a couple of months ago", "November 2023")]
+    assert resolve("a couple of months ago", date(2024, 1, 31)) == [
+        ("a couple of months ago", "November 2023")
+    ]
 
 
 def test_the_answer_keeps_its_words_and_says_what_they_mean() -> None:
     assert resolved_answer("last year", SAID) == "last year (2022, said on 8 May 2023)"
-    assert resolved_answer("Next month, camping", SAID) == "Next month (June 2023, said on 8 May 2023), camping"
+    assert (
+        resolved_answer("Next month, camping", SAID) == "Next month (June 2023, said on 8 May 2023), camping"
+    )
     assert resolved_answer("Paris", SAID) == "Paris"
     assert resolved_answer("lastyear and yesterday-ish", SAID) == "lastyear and yesterday-ish"
 
 
-def ask_chat(tmp_path: Path, reply: dict[str, Any], chat: list[tuple[str, str, str]], question: str, mode: str) -> Answer:
+def ask_chat(
+    tmp_path: Path, reply: dict[str, Any], chat: list[tuple[str, str, str]], question: str, mode: str
+) -> Answer:
     """`question` asked of a memory holding `chat` (speaker, words, time), the answer step replying `reply`."""
     with KnowTree(tmp_path / "kb.db", model=keyword_except({"memory_answer": reply})) as kt:
         mem = kt.memory("chat")
@@ -72,11 +78,24 @@ def ask_chat(tmp_path: Path, reply: dict[str, Any], chat: list[tuple[str, str, s
 
 @pytest.mark.parametrize("mode", ["walk", "retrieve"])
 def test_a_memory_answer_resolves_against_the_message_that_said_it(tmp_path: Path, mode: str) -> None:
-    chat = [("Ann", "Nice sunrise painting!", "1 March 2024"), ("Mel", "I painted that sunrise last year.", "8 May 2023")]
+    chat = [
+        ("Ann", "Nice sunrise painting!", "1 March 2024"),
+        ("Mel", "I painted that sunrise last year.", "8 May 2023"),
+    ]
     reply = {"found": True, "answer": "last year", "messages": [1, 2], "superseded": []}
     answer = ask_chat(tmp_path, reply, chat, "When did Mel paint the sunrise?", mode)
     # the date of message 2, which says "last year", not of message 1
     assert answer.answer == "last year (2022, said on 8 May 2023)"
+
+
+def test_of_two_messages_saying_the_phrase_the_one_about_the_question_dates_it(tmp_path: Path) -> None:
+    chat = [
+        ("Jo", "My cousin visited last week, we baked bread.", "1 March 2024"),
+        ("Jo", "I ran the city marathon last week!", "8 May 2023"),
+    ]
+    reply = {"found": True, "answer": "last week", "messages": [1, 2], "superseded": []}
+    answer = ask_chat(tmp_path, reply, chat, "When did Jo run the marathon?", "retrieve")
+    assert answer.answer == "last week (the week before 8 May 2023, said on 8 May 2023)"
 
 
 def test_an_answer_that_is_only_the_message_s_date_is_spotted() -> None:
@@ -100,7 +119,10 @@ def test_the_phrase_dating_what_the_question_asks_about() -> None:
 
 
 def test_a_memory_answer_giving_the_message_s_date_gets_the_message_s_time_words(tmp_path: Path) -> None:
-    chat = [("Ann", "How was your week?", "8 May 2023"), ("Cy", "I went to a support group yesterday.", "8 May 2023")]
+    chat = [
+        ("Ann", "How was your week?", "8 May 2023"),
+        ("Cy", "I went to a support group yesterday.", "8 May 2023"),
+    ]
     reply = {"found": True, "answer": "8 May 2023", "messages": [2], "superseded": []}
     answer = ask_chat(tmp_path, reply, chat, "When did Cy go to the support group?", "auto")
     assert answer.answer == "yesterday (7 May 2023, said on 8 May 2023)"

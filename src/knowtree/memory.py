@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from knowtree.answer.hybrid import HybridScorer
 from knowtree.answer.memory import MemoryNavigator, MemoryOptions
-from knowtree.answer.passages import SINGLE_CHARS, locate
 from knowtree.answer.router import route
 from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree
 from knowtree.construct.forget import DeleteReport
@@ -281,13 +280,18 @@ class Memory:
         self._check_kind()
         plan = route(KIND, mode, default_mode=self.kt.settings.ask_mode, navigator=navigator)
         if plan.route != "memory":  # nav: the memory as an index, like any tree
-            return self.kt.tree(self.name).run_plan(plan, question, budget_tokens=budget_tokens, on_step=on_step)
+            return self.kt.tree(self.name).run_plan(
+                plan, question, budget_tokens=budget_tokens, on_step=on_step
+            )
         options = MemoryOptions(budget_tokens=budget_tokens or MemoryOptions.budget_tokens)
         nav = self._navigator(on_step, options, on_token)
         with self.kt.run("ask", self.name, question) as run:
             nav.client = run.client
             if plan.navigator == "index":
-                answer = self._ask_indexed(nav, question, options.budget_tokens)
+                judged = plan.mode == "nav"
+                answer = self._ask_indexed(
+                    nav, question, options.budget_tokens, judged=judged, on_step=on_step
+                )
             elif plan.navigator == "agent":
                 from knowtree.answer.agent import MemoryAgent
 
@@ -297,68 +301,100 @@ class Memory:
             run.status = answer.status
         return answer
 
-    def _ask_indexed(self, nav: MemoryNavigator, question: str, budget: int) -> Answer:
+    def _ask_indexed(
+        self,
+        nav: MemoryNavigator,
+        question: str,
+        budget: int,
+        *,
+        judged: bool = False,
+        on_step: Callable[[NavStep], None] | None = None,
+    ) -> Answer:
         """The memory as an index (`--mode retrieve`): the index's evidence (no model call) and one
-        memory answer call over those messages. The question is not split into parts, as the
-        navigator does not split it: chat questions name people ("Mel and her husband"), which the
-        split's rule takes for two questions (LoCoMo: a call more and a worse answer)."""
-        from knowtree.retrieve.treesearch import retrieve_evidence
+        memory answer call over those messages. `judged` (`--mode nav`): the index's ranking is first
+        graded by the judged beam (`answer/nav.py`, one call by default), as on any tree, and the
+        memory answer step reads what it packs; the judge's steps lead the trace. The question is not
+        split into parts, as the navigator does not split it: chat questions name people ("Mel and
+        her husband"), which the split's rule takes for two questions (LoCoMo: a call more and a
+        worse answer)."""
+        found, texts, beam = self._evidence(question, budget, nav if judged else None, on_step)
+        answer = nav.answer_evidence(question, found, texts)
+        if beam is not None:
+            answer.trace = [*beam.steps, *answer.trace]
+            answer.usage.add(beam.usage)  # the judge's calls and tokens beside the answer's
+        return answer
 
-        found = retrieve_evidence(self.kt.store, self.name, question, budget, kind=KIND, embedder=self.embedder)
-        return nav.answer_evidence(question, found)
+    def _evidence(
+        self,
+        question: str,
+        budget: int,
+        judge: MemoryNavigator | None = None,
+        on_step: Callable[[NavStep], None] | None = None,
+    ) -> tuple[list[Any], dict[str, str], Any]:
+        """The index's evidence for `question` within `budget` (`judge`: its ranking graded first by
+        the judged beam with that navigator's client), each index entry's text (to place a long
+        message's pieces) and the beam (None unjudged)."""
+        from knowtree.answer.nav import navigate
+        from knowtree.retrieve.treeindex import TreeIndex
+        from knowtree.retrieve.treesearch import (
+            default_params,
+            pack_evidence,
+            rank_tree,
+            resolve_embedder,
+            shape_of,
+        )
+
+        index = TreeIndex(self.kt.store, self.name)
+        shape = shape_of(index)
+        ranking = rank_tree(
+            index,
+            question,
+            embedder=resolve_embedder(self.embedder),
+            params=default_params(KIND),
+            shape=shape,
+        )
+        beam = None
+        if judge is not None:
+            assert judge.client is not None
+            beam = navigate(index, ranking, question.strip(), judge.client, shape, None, on_step, budget)
+            ranking = beam.ranking
+        found = pack_evidence(index, ranking, budget, shape=shape)
+        return found, {r.id: r.text for r in index.rows if r.leaf}, beam
 
     def context(
         self, question: str, budget_tokens: int = 1000, *, use_model: bool = False
     ) -> list[dict[str, Any]]:
         """The raw messages (position, speaker, role, content, timestamp, source id) the memory's index
         finds for `question` (`Tree.retrieve`'s core, no model call; each message with its evidence
-        item's score), within `budget_tokens`, in time order: for an application's own prompt. A long
-        message is read in passages: its `content` is then the passages read, joined by " … ", and
-        `passages` their [start, end) character ranges in the message. `use_model=True`: the messages a
-        walk of the topic tree selects (model calls; what `ask(mode="walk")` reads)."""
-        if not use_model:
-            return self._indexed_context(question, budget_tokens)
+        item's score), within `budget_tokens`, in time order: what `ask(mode="retrieve")` reads, for an
+        application's own prompt. A long message is read in stretches: its `content` is then the
+        stretches read, joined by " … ", and `passages` their [start, end) character ranges in the
+        message. `use_model=True`: the messages a walk of the topic tree selects (model calls; what
+        `ask(mode="walk")` reads)."""
+        from knowtree.answer.indexed import item_leaves
+
         nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
-        with self.kt.run("context", self.name, question) as run:  # closed "failed" if retrieval raises
-            nav.client = run.client
-            r = nav.retrieve(question, budget_tokens)
-        self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
+        scores: dict[str, float] = {}
+        if use_model:
+            with self.kt.run("context", self.name, question) as run:  # closed "failed" if retrieval raises
+                nav.client = run.client
+                r = nav.retrieve(question, budget_tokens)
+            self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
+        else:
+            evidence, texts, _ = self._evidence(question, budget_tokens)
+            r = nav.read_evidence(evidence, texts)  # what the memory answer step reads
+            for ev in evidence:
+                for leaf in item_leaves(ev, nav.nodes):
+                    scores.setdefault(leaf.id, ev.score)
         out = []
         for leaf, p in sorted(((m, nav._pos(m)) for m in r.messages), key=lambda x: x[1]):
             row: dict[str, Any] = {**nav.rows.get(p, {}), "position": p, "via": r.origin.get(leaf, "tree")}
+            if leaf in scores:
+                row["score"] = scores[leaf]
             pieces = r.passages.get(leaf, [])
             if pieces and not all(x.whole for x in pieces):  # a long message: the passages read
                 row["content"] = " … ".join(x.text for x in pieces)
                 row["passages"] = [{"start": x.start, "end": x.end} for x in pieces]
-            out.append(row)
-        return out
-
-    def _indexed_context(self, question: str, budget_tokens: int) -> list[dict[str, Any]]:
-        """`context(use_model=False)`: the tree as an index (retrieve/treesearch.py), message by message."""
-        from knowtree.retrieve.treesearch import retrieve_evidence
-
-        self._check_kind()
-        evidence = retrieve_evidence(
-            self.kt.store, self.name, question, budget_tokens, kind=KIND, embedder=self.embedder
-        )
-        rows = {int(r["position"]): r for r in self.kt.store.load_messages(self.name)}  # type: ignore[call-overload]
-        found: dict[int, dict[str, Any]] = {}
-        for ev in evidence:
-            for p in range(ev.citation.line_start, ev.citation.line_end + 1):
-                if p not in rows:
-                    continue
-                row = found.setdefault(p, {**rows[p], "position": p, "via": "index", "score": ev.score})
-                content = str(rows[p].get("content") or "")
-                span = locate(content, ev.text) if len(content) > SINGLE_CHARS else None
-                if span is not None:  # a long message: the passage read, with its place in the message
-                    row.setdefault("passages", []).append({"start": span[0], "end": span[1]})
-        out: list[dict[str, Any]] = []
-        for p in sorted(found):
-            row = found[p]
-            if row.get("passages"):
-                content = str(rows[p].get("content") or "")
-                row["passages"].sort(key=lambda x: x["start"])
-                row["content"] = " … ".join(content[x["start"] : x["end"]] for x in row["passages"])
             out.append(row)
         return out
 

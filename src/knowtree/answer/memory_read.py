@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.evidence import content_words, grounded_share, lexical_score
 from knowtree.answer.indexed import evidence_step, item_leaves
-from knowtree.answer.passages import Passages, Piece, approx_tokens, quote_of
+from knowtree.answer.passages import Passages, Piece, approx_tokens, covered, merged, quote_of, spans_read
 from knowtree.answer.replies import MemoryReply
 from knowtree.answer.when import only_the_day, phrases, resolved_answer, said_in
 from knowtree.errors import ModelOutputError
 from knowtree.llm.client import CallResult, LLMClient
 from knowtree.prompts.reply import ask
-from knowtree.text import SENTENCE_BREAK, clip, human_range, human_time, phrase_in, stem
+from knowtree.text import clip, human_range, human_time, phrase_in, stem
 from knowtree.types import Answer, Citation, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -126,10 +126,14 @@ class MemoryReading:
     def _pos(self, leaf: str) -> int:
         return self.nodes[leaf].spans[0].line_start
 
-    def read_evidence(self, evidence: Sequence[Evidence]) -> Retrieval:
+    def read_evidence(
+        self, evidence: Sequence[Evidence], texts: Mapping[str, str] | None = None
+    ) -> Retrieval:
         """The index's evidence as a reading: the messages its items hold, in time order, each with the
-        passages of it that the items cover (a message of one passage whole; of a longer message the
-        passages an item's text overlaps, else the one sharing most of its words)."""
+        stretches of it that the items cover. A message of one passage is read whole; of a longer
+        message, the index pieces' own spans when `texts` (index entry id → its text, a verbatim slice
+        of the message leaf) places them, else the passages an item's text overlaps, else the one
+        sharing most of its words."""
         r = Retrieval()
         for ev in evidence:
             for leaf in (n.id for n in item_leaves(ev, self.nodes)):
@@ -137,22 +141,36 @@ class MemoryReading:
                 if not pieces:
                     continue
                 if len(pieces) > 1:
-                    pieces = covered(pieces, ev.text) or [self.passages.best(leaf, ev.text)]
+                    pieces = (
+                        (
+                            spans_read(
+                                self.nodes[leaf],
+                                [texts.get(p, "") for p in ev.pieces if p.rsplit(":", 1)[0] == leaf],
+                            )
+                            if texts is not None
+                            else []
+                        )
+                        or covered(pieces, ev.text)
+                        or [self.passages.best(leaf, ev.text)]
+                    )
                 have = r.passages.setdefault(leaf, [])
                 have.extend(p for p in pieces if p not in have)
                 r.origin.setdefault(leaf, "index")
-        for pieces in r.passages.values():
-            pieces.sort(key=lambda p: p.start)
+        for leaf, pieces in r.passages.items():
+            r.passages[leaf] = merged(sorted(pieces, key=lambda p: p.start))
         r.messages = sorted(r.passages, key=self._pos)
         return r
 
-    def answer_evidence(self, question: str, evidence: Sequence[Evidence]) -> Answer:
+    def answer_evidence(
+        self, question: str, evidence: Sequence[Evidence], texts: Mapping[str, str] | None = None
+    ) -> Answer:
         """`--mode retrieve` on a memory: the messages the index found (no model call) read by the
         memory answer step in one call (`_read`: streamed, message numbers, a later message winning
-        over an earlier one it contradicts), checked by `finish`. Nothing found: status none."""
+        over an earlier one it contradicts), checked by `finish`. Nothing found: status none.
+        `texts`: as for `read_evidence`."""
         total = Retrieval()
         self.record(total, evidence_step(self.root.id, evidence))
-        r = self.read_evidence(evidence)
+        r = self.read_evidence(evidence, texts)
         reply = self._read(question, r.messages, total, r.passages)
         if reply is not None and reply.found and reply.answer.strip():
             return self.finish(question, reply, r.messages, total, r.passages)
@@ -228,7 +246,12 @@ class MemoryReading:
             )
         text, redated = self._dated(reply.answer.strip(), cited, question)
         if redated:
-            self.record(total, NavStep(action="combine", outcome="answered with the message's own time words", reason=redated))
+            self.record(
+                total,
+                NavStep(
+                    action="combine", outcome="answered with the message's own time words", reason=redated
+                ),
+            )
         if not cited:
             # an answer without valid message numbers is not verified: kept, marked partial, and cites
             # what was read
@@ -282,8 +305,7 @@ class MemoryReading:
         holding = [m for m in leaves if grounded_share(answer, question, self.nodes[m].text) == 1.0]
 
         def fit(m: str) -> tuple[float, float, int]:
-            text = self.nodes[m].text
-            return lexical_score(answer, text), lexical_score(question, text), self._pos(m)
+            return (*self._about(m, answer, question), self._pos(m))
 
         return max(holding, key=fit, default=None)
 
@@ -297,9 +319,16 @@ class MemoryReading:
             return answer, None
         said_words = phrases(answer)
         if said_words:
-            said = next((m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in said_words)), cited[0])
+            saying = [m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in said_words)]
+            # several say it ("last week" in two messages): the one about what the answer and the
+            # question name, the first cited on a tie
+            said = max(saying, key=lambda m: self._about(m, answer, question), default=cited[0])
             when = self._time(said)
-            return (resolved_answer(answer, datetime.fromisoformat(when).date()), None) if when else (answer, None)
+            return (
+                (resolved_answer(answer, datetime.fromisoformat(when).date()), None)
+                if when
+                else (answer, None)
+            )
         when = self._time(cited[0])
         if not when:
             return answer, None
@@ -311,7 +340,13 @@ class MemoryReading:
         if near is None:
             return answer, None
         phrase, _meaning = near
-        return resolved_answer(phrase, day), f"{answer!r} is the date of message {self._pos(cited[0])}, which says {phrase!r}"
+        return resolved_answer(
+            phrase, day
+        ), f"{answer!r} is the date of message {self._pos(cited[0])}, which says {phrase!r}"
+
+    def _about(self, leaf: str, answer: str, question: str) -> tuple[float, float]:
+        text = self.nodes[leaf].text
+        return lexical_score(answer, text), lexical_score(question, text)
 
     def _time(self, leaf: str) -> str | None:
         tr = self.nodes[leaf].meta.time_range
@@ -416,13 +451,3 @@ class MemoryReading:
             usage=total.usage,
             parts=[{"part": question, "answer": reply.answer.strip(), "resolution": "topic summaries"}],
         )
-
-
-
-def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[Piece]:
-    """The passages of a long message that a retrieved text (index pieces, cut at other boundaries
-    than passages, possibly with neighbouring messages) overlaps: those holding the start of one of
-    its lines or sentences (of at least 20 characters), compared whitespace-normalized."""
-    probes = [" ".join(s.split())[:probe_chars] for s in SENTENCE_BREAK.split(text) if len(s.strip()) >= 20]
-    texts = [" ".join(p.text.split()) for p in pieces]
-    return [p for p, t in zip(pieces, texts, strict=True) if any(pr in t for pr in probes)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from knowtree.answer.evidence import lexical_score
@@ -213,3 +214,51 @@ def locate(content: str, text: str) -> tuple[int, int] | None:
         if start >= 0:
             return start, min(len(content), start + len(probe))
     return None
+
+
+def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[Piece]:
+    """The passages of a long message that a retrieved text (index pieces, cut at other boundaries
+    than passages, possibly with neighbouring messages) overlaps: the passages from the first to the
+    last that holds the start of one of its lines or sentences (of at least 20 characters, compared
+    whitespace-normalized) found in no other passage. The retrieved text is one stretch of the
+    message, so a line it shares with many passages (a repeated code line, a log line) places nothing;
+    empty when no line places it (the caller then picks the passage sharing most words)."""
+    probes = [" ".join(s.split())[:probe_chars] for s in SENTENCE_BREAK.split(text) if len(s.strip()) >= 20]
+    texts = [" ".join(p.text.split()) for p in pieces]
+    placed = set()
+    for probe in probes:
+        holding = [i for i, t in enumerate(texts) if probe in t]
+        if len(holding) == 1:
+            placed.add(holding[0])
+    return list(pieces[min(placed) : max(placed) + 1]) if placed else []
+
+
+def spans_read(node: Node, texts: Sequence[str]) -> list[Piece]:
+    """The stretches of a message leaf's content that index pieces (`texts`: verbatim slices of the
+    leaf's text, "Speaker: " included in the first) cover, as pieces; [] when one is not found."""
+    speaker, content = speaker_and_content(node)
+    skip = len(node.text) - len(node.text.partition(": ")[2]) if speaker != node.text else 0
+    out: list[Piece] = []
+    for text in texts:
+        at = node.text.find(text) if text else -1
+        if at < 0:
+            return []
+        start, end = max(0, at - skip), min(len(content), at + len(text) - skip)
+        if end > start:
+            out.append(Piece(node.id, start, end, content[start:end], len(content), 0 if start == 0 else 1))
+    return out
+
+
+def merged(pieces: Sequence[Piece]) -> list[Piece]:
+    """Pieces of one message in order, overlapping or touching ones joined (a passage and a span read
+    twice are read once)."""
+    out: list[Piece] = []
+    for p in pieces:
+        last = out[-1] if out else None
+        if last is not None and p.start <= last.end:
+            if p.end > last.end:
+                rest = p.text[last.end - p.start :]
+                out[-1] = Piece(last.leaf, last.start, p.end, last.text + rest, last.total, last.index)
+            continue
+        out.append(p)
+    return out

@@ -9,11 +9,11 @@ server and streaming) call `route` and execute the plan it returns.
 | walk            | the walker (structured trees: with expert notes) | the memory navigator (tree walk) |
 | search          | tree search (one call over the outline)          | the memory navigator          |
 | retrieve        | the tree as an index, one answer call            | the index's messages, the memory answer step |
-| nav             | index scores, a judged beam, one answer call     | same                           |
+| nav             | index scores, a judged beam, one answer call     | the index's messages, judged, the memory answer step |
 
 `mode=None` means the `ask_mode` setting (auto when a navigator is named). `navigator` (tree | agent)
 picks the memory navigator: the tree walk or the tool-using agent; memories only, in the modes above
-that use it. A memory in retrieve mode runs with `Plan.navigator` "index" (not a user's choice).
+that use it. A memory in retrieve or nav mode runs with `Plan.navigator` "index" (not a user's choice).
 `strategy` (auto | describe | metadata | semantic) is how a collection picks its documents.
 """
 
@@ -74,13 +74,14 @@ def route(
         raise ConfigError(
             f"the agent navigator answers conversation memories in walk or auto mode, not {where}"
         )
-    if kind == CONVERSATION and (chosen == "retrieve" or (chosen == "auto" and navigator is None)):
+    if kind == CONVERSATION and (chosen in ("retrieve", "nav") or (chosen == "auto" and navigator is None)):
         # the index finds the messages, the memory's own answer step reads them (message numbers,
         # a later message winning over an earlier one, streaming): on LoCoMo, as many or more
         # answers right as the navigator's walk, in one call instead of 3-6 (benchmarks/RESULTS.md,
-        # "Memories: the index, read by the memory answer step")
+        # "Memories: the index, read by the memory answer step"); nav judges the index's ranking
+        # first, as on any tree, and the same memory answer step reads what it packs
         return Plan("memory", chosen, navigator="index")
-    if chosen in ("retrieve", "nav"):  # every tree kind, memories included
+    if chosen in ("retrieve", "nav"):  # document trees of every kind
         return Plan(chosen, chosen, strategy=strategy)
     if kind == CONVERSATION:  # a memory: answered by its own navigator
         return Plan("memory", chosen, navigator=navigator or "tree")

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.core import KnowTree
-from knowtree.testing.models import KeywordModel
+from knowtree.llm.base import Request
+from knowtree.testing.models import FunctionModel, KeywordModel
 
 SINGLE_CHARS = 800  # knowtree.answer.passages.SINGLE_CHARS (imported in the test that needs it)
 
@@ -70,10 +71,20 @@ def test_a_fact_deep_in_a_pasted_12k_document_is_found_and_cited_by_its_position
         }
         for i in range(6)
     ]
-    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+    keyword, prompts = KeywordModel(), []
+
+    def reply(request: Request) -> Any:
+        prompts.append(request.messages[-1].content)
+        return keyword.reply(request)
+
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(reply, id="keyword")) as kt:
         mem = _memory(kt, chat)
-        answer = mem.ask("Which port does the billing gateway listen on?")
+        answer = mem.ask("Which port does the billing gateway listen on?", budget_tokens=300)
         context = mem.context("Which port does the billing gateway listen on?", 300, use_model=False)
+    # the answer step read the stretches the index found (~300 tokens), not every passage holding a
+    # line repeated through the pasted code (10,801 characters before)
+    [read] = [p for p in prompts if "8443" in p]
+    assert len(read) < 2_500
     assert answer.status == "complete" and "8443" in (answer.answer or "")
     [c] = answer.citations
     assert c.line_start == 13  # the pasted document is message 13

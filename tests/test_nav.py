@@ -319,6 +319,7 @@ def test_mode_nav_on_a_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert answer.status == "complete" and "Lisbon" in (answer.answer or "")
     assert answer.citations and answer.citations[0].line_start == 13  # message 13
     assert answer.trace[0].action == "choose" and any(s.action == "combine" for s in answer.trace)
+    assert any(s.action == "read" and s.outcome.startswith("nav: ") for s in answer.trace)
     assert answer.usage.calls == 2  # the judge's call counted beside the answer's
 
 

@@ -318,7 +318,7 @@ class Memory:
         her husband"), which the split's rule takes for two questions (LoCoMo: a call more and a
         worse answer)."""
         found, texts, beam = self._evidence(question, budget, nav if judged else None, on_step)
-        answer = nav.answer_evidence(question, found, texts)
+        answer = nav.answer_evidence(question, found, texts, judged=beam is not None)
         if beam is not None:
             answer.trace = [*beam.steps, *answer.trace]
             answer.usage.add(beam.usage)  # the judge's calls and tokens beside the answer's

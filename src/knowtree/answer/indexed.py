@@ -117,14 +117,15 @@ def place(c: Citation) -> str:
     return f"{c.file}:{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
 
 
-def evidence_step(node_id: str | None, evidence: Sequence[Evidence]) -> NavStep:
-    """The trace's record of what the index found (no model call): the leaves, items and tokens."""
+def evidence_step(node_id: str | None, evidence: Sequence[Evidence], judged: bool = False) -> NavStep:
+    """The trace's record of what the index found (no model call; `judged`: packed after the judged
+    beam of `--mode nav`): the leaves, items and tokens."""
+    items = f"{len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens"
     return NavStep(
         action="read",
         node_id=node_id,
         options=[ev.node_id for ev in evidence],
-        outcome=f"retrieve: {len(evidence)} evidence item(s), {sum(ev.tokens for ev in evidence)} tokens, "
-        "found without a model call",
+        outcome=f"nav: {items}" if judged else f"retrieve: {items}, found without a model call",
     )
 
 

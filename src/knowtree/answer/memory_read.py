@@ -162,14 +162,19 @@ class MemoryReading:
         return r
 
     def answer_evidence(
-        self, question: str, evidence: Sequence[Evidence], texts: Mapping[str, str] | None = None
+        self,
+        question: str,
+        evidence: Sequence[Evidence],
+        texts: Mapping[str, str] | None = None,
+        *,
+        judged: bool = False,
     ) -> Answer:
         """`--mode retrieve` on a memory: the messages the index found (no model call) read by the
         memory answer step in one call (`_read`: streamed, message numbers, a later message winning
         over an earlier one it contradicts), checked by `finish`. Nothing found: status none.
-        `texts`: as for `read_evidence`."""
+        `texts`: as for `read_evidence`; `judged`: the evidence was packed after `--mode nav`'s judge."""
         total = Retrieval()
-        self.record(total, evidence_step(self.root.id, evidence))
+        self.record(total, evidence_step(self.root.id, evidence, judged))
         r = self.read_evidence(evidence, texts)
         reply = self._read(question, r.messages, total, r.passages)
         if reply is not None and reply.found and reply.answer.strip():

@@ -98,6 +98,21 @@ def test_of_two_messages_saying_the_phrase_the_one_about_the_question_dates_it(t
     assert answer.answer == "last week (the week before 8 May 2023, said on 8 May 2023)"
 
 
+def test_time_words_cited_from_a_message_that_does_not_say_them_are_dated_by_the_one_that_does(
+    tmp_path: Path,
+) -> None:
+    chat = [
+        ("Jo", "Dinner with family was lovely, here's a pic.", "22 December 2022"),
+        ("Ann", "How are you doing?", "1 January 2023"),
+        ("Jo", "I joined an online support group last week, it helps.", "1 January 2023"),
+    ]
+    reply = {"found": True, "answer": "last week", "messages": [1], "superseded": []}
+    answer = ask_chat(tmp_path, reply, chat, "When did Jo join the online support group?", "retrieve")
+    assert answer.answer == "last week (the week before 1 January 2023, said on 1 January 2023)"
+    assert [c.line_start for c in answer.citations] == [3]
+    assert any("says the answer's time words" in s.outcome for s in answer.trace)
+
+
 def test_an_answer_that_is_only_the_message_s_date_is_spotted() -> None:
     for said in ("8 May 2023", "On May 8, 2023", "2023-05-08", "8 may", "on the 8th May 2023."):
         assert only_the_day(said, SAID), said

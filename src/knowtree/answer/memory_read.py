@@ -249,6 +249,18 @@ class MemoryReading:
                     error=f"the reply cited {reply.messages}, not among the messages shown",
                 ),
             )
+        if cited and (said := self._time_source(reply.answer, question, cited, leaves)) is not None:
+            # the answer's time words ("last week") are in none of the cited messages, but in one shown
+            # message about the question: that one said them, so it dates them and is cited
+            self.record(
+                total,
+                NavStep(
+                    action="combine",
+                    outcome=f"cited message {self._pos(said)}: the one shown that says the answer's time words",
+                    error=f"the reply cited {[self._pos(m) for m in cited]}, which do not say them",
+                ),
+            )
+            cited = [said]
         text, redated = self._dated(reply.answer.strip(), cited, question)
         if redated:
             self.record(
@@ -348,6 +360,23 @@ class MemoryReading:
         return resolved_answer(
             phrase, day
         ), f"{answer!r} is the date of message {self._pos(cited[0])}, which says {phrase!r}"
+
+    def _time_source(
+        self, answer: str, question: str, cited: Sequence[str], leaves: Sequence[str]
+    ) -> str | None:
+        """The shown message that says the answer's relative time words, when no cited one does: of
+        those sharing a word with the question, the one about the answer and the question; None when
+        a cited message says them, the answer has none, or no shown message qualifies."""
+        said = phrases(answer)
+        if not said or any(phrase_in(p, self.nodes[m].text) for m in cited for p in said):
+            return None
+        holding = [
+            m
+            for m in leaves
+            if any(phrase_in(p, self.nodes[m].text) for p in said)
+            and lexical_score(question, self.nodes[m].text) > 0
+        ]
+        return max(holding, key=lambda m: self._about(m, answer, question), default=None)
 
     def _about(self, leaf: str, answer: str, question: str) -> tuple[float, float]:
         text = self.nodes[leaf].text

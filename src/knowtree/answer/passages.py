@@ -204,18 +204,6 @@ def fill(
     return taken, origin
 
 
-def locate(content: str, text: str) -> tuple[int, int] | None:
-    """Where a retrieved piece of a message (`text`, possibly with a "Speaker: " prefix and merged
-    neighbours) lies in the message's `content`: [start, end) characters, or None when not found."""
-    body = text.strip()
-    for probe in (body, body.partition(": ")[2].strip()):
-        head = probe[:80]
-        start = content.find(head) if head else -1
-        if start >= 0:
-            return start, min(len(content), start + len(probe))
-    return None
-
-
 def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[Piece]:
     """The passages of a long message that a retrieved text (index pieces, cut at other boundaries
     than passages, possibly with neighbouring messages) overlaps: the passages from the first to the

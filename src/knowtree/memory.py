@@ -359,7 +359,8 @@ class Memory:
             beam = navigate(index, ranking, question.strip(), judge.client, shape, None, on_step, budget)
             ranking = beam.ranking
         found = pack_evidence(index, ranking, budget, shape=shape)
-        return found, {r.id: r.text for r in index.rows if r.leaf}, beam
+        wanted = {p for ev in found for p in ev.pieces}
+        return found, {r.id: r.text for r in index.rows if r.id in wanted}, beam
 
     def context(
         self, question: str, budget_tokens: int = 1000, *, use_model: bool = False

@@ -137,22 +137,9 @@ class MemoryReading:
         r = Retrieval()
         for ev in evidence:
             for leaf in (n.id for n in item_leaves(ev, self.nodes)):
-                pieces = self.passages.of(leaf)
+                pieces = self._stretches(leaf, ev, texts)
                 if not pieces:
                     continue
-                if len(pieces) > 1:
-                    pieces = (
-                        (
-                            spans_read(
-                                self.nodes[leaf],
-                                [texts.get(p, "") for p in ev.pieces if p.rsplit(":", 1)[0] == leaf],
-                            )
-                            if texts is not None
-                            else []
-                        )
-                        or covered(pieces, ev.text)
-                        or [self.passages.best(leaf, ev.text)]
-                    )
                 have = r.passages.setdefault(leaf, [])
                 have.extend(p for p in pieces if p not in have)
                 r.origin.setdefault(leaf, "index")
@@ -160,6 +147,17 @@ class MemoryReading:
             r.passages[leaf] = merged(sorted(pieces, key=lambda p: p.start))
         r.messages = sorted(r.passages, key=self._pos)
         return r
+
+    def _stretches(self, leaf: str, ev: Evidence, texts: Mapping[str, str] | None) -> list[Piece]:
+        """What an evidence item has of one message (see `read_evidence`)."""
+        pieces = self.passages.of(leaf)
+        if len(pieces) <= 1:
+            return pieces
+        if texts is not None:
+            own = [texts.get(p, "") for p in ev.pieces if p.rsplit(":", 1)[0] == leaf]
+            if spans := spans_read(self.nodes[leaf], own):
+                return spans
+        return covered(pieces, ev.text) or [self.passages.best(leaf, ev.text)]
 
     def answer_evidence(
         self,
@@ -249,7 +247,8 @@ class MemoryReading:
                     error=f"the reply cited {reply.messages}, not among the messages shown",
                 ),
             )
-        if cited and (said := self._time_source(reply.answer, question, cited, leaves)) is not None:
+        said = self._time_source(reply.answer, question, cited, leaves) if cited else None
+        if said is not None and said not in cited:
             # the answer's time words ("last week") are in none of the cited messages, but in one shown
             # message about the question: that one said them, so it dates them and is cited
             self.record(
@@ -261,7 +260,7 @@ class MemoryReading:
                 ),
             )
             cited = [said]
-        text, redated = self._dated(reply.answer.strip(), cited, question)
+        text, redated = self._dated(reply.answer.strip(), cited, question, said)
         if redated:
             self.record(
                 total,
@@ -326,21 +325,18 @@ class MemoryReading:
 
         return max(holding, key=fit, default=None)
 
-    def _dated(self, answer: str, cited: Sequence[str], question: str) -> tuple[str, str | None]:
-        """The answer with its relative times ("last year") resolved against the date of the cited
-        message that says them (else the first cited message): `answer.when`. An answer that is only
-        the cited message's own date, while that message dates the event relative to itself ("I went
-        yesterday"), is answered with the message's words, resolved. Returns (answer, what was
-        re-dated: for the trace)."""
+    def _dated(
+        self, answer: str, cited: Sequence[str], question: str, said: str | None = None
+    ) -> tuple[str, str | None]:
+        """The answer with its relative times ("last year") resolved against the date of the message
+        that says them (`said`, from `_time_source`; else the first cited message): `answer.when`. An
+        answer that is only the cited message's own date, while that message dates the event
+        relative to itself ("I went yesterday"), is answered with the message's words, resolved.
+        Returns (answer, what was re-dated: for the trace)."""
         if not cited:
             return answer, None
-        said_words = phrases(answer)
-        if said_words:
-            saying = [m for m in cited if any(phrase_in(p, self.nodes[m].text) for p in said_words)]
-            # several say it ("last week" in two messages): the one about what the answer and the
-            # question name, the first cited on a tie
-            said = max(saying, key=lambda m: self._about(m, answer, question), default=cited[0])
-            when = self._time(said)
+        if said is not None or phrases(answer):
+            when = self._time(said or cited[0])
             return (
                 (resolved_answer(answer, datetime.fromisoformat(when).date()), None)
                 if when
@@ -364,19 +360,26 @@ class MemoryReading:
     def _time_source(
         self, answer: str, question: str, cited: Sequence[str], leaves: Sequence[str]
     ) -> str | None:
-        """The shown message that says the answer's relative time words, when no cited one does: of
-        those sharing a word with the question, the one about the answer and the question; None when
-        a cited message says them, the answer has none, or no shown message qualifies."""
+        """The message that says the answer's relative time words: of the cited ones saying them, the
+        one about the answer and the question (the first cited on a tie, as when two say "last
+        week"); when none does, of the shown messages saying them and sharing a word with the
+        question, the one about the answer and the question. None when the answer has no such words
+        or no message qualifies."""
         said = phrases(answer)
-        if not said or any(phrase_in(p, self.nodes[m].text) for m in cited for p in said):
+        if not said:
             return None
-        holding = [
-            m
-            for m in leaves
-            if any(phrase_in(p, self.nodes[m].text) for p in said)
-            and lexical_score(question, self.nodes[m].text) > 0
-        ]
-        return max(holding, key=lambda m: self._about(m, answer, question), default=None)
+
+        def says(m: str) -> bool:
+            return any(phrase_in(p, self.nodes[m].text) for p in said)
+
+        def about(m: str) -> tuple[float, float]:
+            return self._about(m, answer, question)
+
+        saying = [m for m in cited if says(m)]
+        if saying:
+            return max(saying, key=about)
+        shown = [m for m in leaves if says(m) and lexical_score(question, self.nodes[m].text) > 0]
+        return max(shown, key=about, default=None)
 
     def _about(self, leaf: str, answer: str, question: str) -> tuple[float, float]:
         text = self.nodes[leaf].text

@@ -224,8 +224,8 @@ def covered(pieces: Sequence[Piece], text: str, probe_chars: int = 60) -> list[P
 def spans_read(node: Node, texts: Sequence[str]) -> list[Piece]:
     """The stretches of a message leaf's content that index pieces (`texts`: verbatim slices of the
     leaf's text, "Speaker: " included in the first) cover, as pieces; [] when one is not found."""
-    speaker, content = speaker_and_content(node)
-    skip = len(node.text) - len(node.text.partition(": ")[2]) if speaker != node.text else 0
+    _, content = speaker_and_content(node)
+    skip = len(node.text) - len(content)  # "Speaker: "
     out: list[Piece] = []
     for text in texts:
         at = node.text.find(text) if text else -1

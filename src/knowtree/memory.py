@@ -334,33 +334,17 @@ class Memory:
         """The index's evidence for `question` within `budget` (`judge`: its ranking graded first by
         the judged beam with that navigator's client), each index entry's text (to place a long
         message's pieces) and the beam (None unjudged)."""
-        from knowtree.answer.nav import navigate
+        from knowtree.answer.nav import judged_beam
         from knowtree.retrieve.treeindex import TreeIndex
-        from knowtree.retrieve.treesearch import (
-            default_params,
-            pack_evidence,
-            rank_tree,
-            resolve_embedder,
-            shape_of,
-        )
+        from knowtree.retrieve.treesearch import search_index
 
-        index = TreeIndex(self.kt.store, self.name)
-        shape = shape_of(index)
-        ranking = rank_tree(
-            index,
-            question,
-            embedder=resolve_embedder(self.embedder),
-            params=default_params(KIND),
-            shape=shape,
-        )
-        beam = None
+        rerank = None
         if judge is not None:
             assert judge.client is not None
-            beam = navigate(index, ranking, question.strip(), judge.client, shape, None, on_step, budget)
-            ranking = beam.ranking
-        found = pack_evidence(index, ranking, budget, shape=shape)
-        wanted = {p for ev in found for p in ev.pieces}
-        return found, {r.id: r.text for r in index.rows if r.id in wanted}, beam
+            rerank = judged_beam(judge.client, question, on_step=on_step, budget_tokens=budget)
+        index = TreeIndex(self.kt.store, self.name)
+        found = search_index(index, question, budget, kind=KIND, embedder=self.embedder, rerank=rerank)
+        return found.evidence, found.texts(), found.reranked
 
     def context(
         self, question: str, budget_tokens: int = 1000, *, use_model: bool = False

@@ -173,21 +173,17 @@ class Tree:
         """Score-guided navigation: the tree's scores (no model), a judged beam, one answer call; a
         question asking for several facts: per part, as `--mode retrieve` does."""
         from knowtree.answer.indexed import DEFAULT_BUDGET, by_parts
-        from knowtree.answer.nav import ask_nav
+        from knowtree.answer.nav import ask_nav, judged_beam
         from knowtree.retrieve.treeindex import TreeIndex
-        from knowtree.retrieve.treesearch import default_params, rank_tree, resolve_embedder, shape_of
+        from knowtree.retrieve.treesearch import search_index
 
         index = TreeIndex(self.kt.store, self.name)
-        shape = shape_of(index)
         budget = budget_tokens or DEFAULT_BUDGET
 
         def answer_part(part: str, share: int) -> Answer:
-            ranking = rank_tree(
-                index, part, embedder=resolve_embedder("default"), params=default_params(self.info.kind), shape=shape
-            )
-            return ask_nav(
-                index, ranking, shape, self.nodes, self.info.root_id, part, client, budget=share, on_step=on_step
-            )
+            beam = judged_beam(client, part, on_step=on_step, budget_tokens=share)
+            found = search_index(index, part, share, kind=self.info.kind, rerank=beam)
+            return ask_nav(found, self.nodes, self.info.root_id, part, client, budget=share, on_step=on_step)
 
         got = by_parts(question, client, budget, answer_part, on_step)
         got.usage = client.usage.model_copy()  # each part's answer carried the client's running total

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from knowtree.llm.client import LLMClient
     from knowtree.retrieve.treeindex import IndexRow, TreeIndex
     from knowtree.retrieve.treescore import TreeShape
+    from knowtree.retrieve.treesearch import Found, Rerank
 
 PURPOSE = "nav_judge"
 
@@ -382,26 +383,36 @@ def navigate(
     return result
 
 
+def judged_beam(
+    client: LLMClient,
+    question: str,
+    options: NavOptions | None = None,
+    on_step: Callable[[NavStep], None] | None = None,
+    budget_tokens: int | None = None,
+) -> Rerank:
+    """`navigate` as `retrieve.treesearch.search_index`'s re-ranking step: the found evidence's
+    `reranked` is then the `NavResult` (its steps, grades and usage)."""
+    return lambda index, ranking, shape: navigate(
+        index, ranking, question.strip(), client, shape, options, on_step, budget_tokens
+    )
+
+
 def ask_nav(
-    index: TreeIndex,
-    ranking: Ranking,
-    shape: TreeShape,
+    found: Found,
     tree_nodes: dict[str, Node],
     root_id: str | None,
     question: str,
     client: LLMClient,
     *,
     budget: int,
-    options: NavOptions | None = None,
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
-    """The tree's ranking (`retrieve.treesearch.rank_tree`, done by the facade) → judged beam →
-    packed evidence → one quote-verified answer call."""
+    """The answer step after `search_index(..., rerank=judged_beam(...))`: the judged beam's packed
+    evidence read by one quote-verified answer call; the beam's steps lead the trace."""
     from knowtree.answer.indexed import answer_over_evidence
-    from knowtree.retrieve.treesearch import pack_evidence
 
-    nav = navigate(index, ranking, question.strip(), client, shape, options, on_step, budget)
-    evidence = pack_evidence(index, nav.ranking, budget, shape=shape)
+    assert isinstance(found.reranked, NavResult), "ask_nav reads what judged_beam re-ranked"
+    evidence = found.evidence
     read = NavStep(
         action="read",
         node_id=root_id,
@@ -411,6 +422,6 @@ def ask_nav(
     if on_step:
         on_step(read)
     answer = answer_over_evidence(tree_nodes, evidence, question, client, budget, on_step)
-    answer.trace = [*nav.steps, read, *answer.trace]
+    answer.trace = [*found.reranked.steps, read, *answer.trace]
     answer.usage = client.usage.model_copy()
     return answer

@@ -10,9 +10,9 @@ ancestors (`treescore`), and keeps the per-node prior for navigators that want t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -163,9 +163,35 @@ def resolve_embedder(embedder: Embedder | str | None) -> Embedder | None:
     return get_embedder(embedder)
 
 
-def retrieve_evidence(
-    store: IndexStore,
-    tree: str,
+class Reranked(Protocol):
+    """What a re-ranking step returns (the judged beam's `NavResult` is one): the new ranking."""
+
+    ranking: Ranking
+
+
+#: a step between ranking and packing (the model's judged beam): (index, ranking, shape) → a new ranking
+Rerank = Callable[["TreeIndex", Ranking, TreeShape], Reranked]
+
+
+@dataclass
+class Found:
+    """What `search_index` found: the index and its shape, the final ranking, the evidence packed
+    from it, and what the re-ranking step returned (None without one)."""
+
+    index: TreeIndex
+    shape: TreeShape
+    ranking: Ranking
+    evidence: list[Evidence]
+    reranked: Reranked | None = None
+
+    def texts(self) -> dict[str, str]:
+        """Each packed piece's index text (to place the pieces of a long message within it)."""
+        wanted = {p for ev in self.evidence for p in ev.pieces}
+        return {r.id: r.text for r in self.index.rows if r.id in wanted}
+
+
+def search_index(
+    index: TreeIndex,
     question: str,
     budget_tokens: int = 1024,
     *,
@@ -173,12 +199,12 @@ def retrieve_evidence(
     embedder: Embedder | str | None = "default",
     params: ScoreParams | None = None,
     scope: Sequence[str] | None = None,
-) -> list[Evidence]:
-    """`Tree.retrieve` and `Memory.context` in one: the tree's index (synced if stale), ranked, packed;
-    `scope`: only pieces below these nodes (a collection's chosen documents), ranked as in the tree."""
-    from knowtree.retrieve.treeindex import TreeIndex
-
-    index = TreeIndex(store, tree)
+    rerank: Rerank | None = None,
+) -> Found:
+    """The one sequence every kind of tree retrieves by: rank the index for `question` (no model),
+    keep only pieces below `scope`'s nodes where given (a collection's chosen documents), let
+    `rerank` reorder the ranking where given (`answer.nav.judged_beam`: the model's grades), pack
+    the budget."""
     shape = shape_of(index)
     ranking = rank_tree(
         index,
@@ -190,7 +216,30 @@ def retrieve_evidence(
     if scope is not None:
         keep = set(scope)
         ranking.pieces = [p for p in ranking.pieces if not keep.isdisjoint(shape.ancestors(p))]
-    return pack_evidence(index, ranking, budget_tokens, shape=shape)
+    reranked = rerank(index, ranking, shape) if rerank is not None else None
+    if reranked is not None:
+        ranking = reranked.ranking
+    evidence = pack_evidence(index, ranking, budget_tokens, shape=shape)
+    return Found(index=index, shape=shape, ranking=ranking, evidence=evidence, reranked=reranked)
+
+
+def retrieve_evidence(
+    store: IndexStore,
+    tree: str,
+    question: str,
+    budget_tokens: int = 1024,
+    *,
+    kind: str = "document",
+    embedder: Embedder | str | None = "default",
+    params: ScoreParams | None = None,
+    scope: Sequence[str] | None = None,
+) -> list[Evidence]:
+    """`Tree.retrieve`: the tree's index (synced if stale), ranked, packed (`search_index`)."""
+    from knowtree.retrieve.treeindex import TreeIndex
+
+    return search_index(
+        TreeIndex(store, tree), question, budget_tokens, kind=kind, embedder=embedder, params=params, scope=scope
+    ).evidence
 
 
 def _join(texts: Iterable[str]) -> str:

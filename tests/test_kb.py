@@ -525,6 +525,32 @@ def test_the_judge_asks_each_rules_question_and_reads_the_log_probabilities(tmp_
     assert prompts[0].split("Question about")[0] == prompts[2].split("Question about")[0]
 
 
+def test_a_rule_checked_by_its_phrases_only_is_never_asked_of_the_judge(tmp_path: Path) -> None:
+    (tmp_path / "r.toml").write_text(
+        '[[rules]]\nid = "self-contained"\ntext = "Do not send the user to the manual."\n'
+        'forbidden = ["refer to the manual"]\njudged = false\n'
+        '[[rules]]\nid = "kind"\ntext = "Be kind."\n'
+    )
+    rules = load_rules(tmp_path / "r.toml")
+    assert [r.judged for r in rules] == [False, True]
+    model = FunctionModel(lambda r: {"1": "no"}, id="j")
+    kt = knowtree.open(tmp_path / "j.db", model=model)
+    with kt:
+        found = compliance.check(kt.client(), "tv", "Please refer to the manual.", rules)
+        assert compliance.judge(kt.client(), "tv", "Fine.", rules[:1]) == []
+    assert [(v["rule"], v["check"]) for v in found] == [("self-contained", "forbidden")]
+    assert len(model.requests) == 1 and "Be kind." in model.requests[0].messages[-1].content
+    for body, why in [
+        ('judged = false\n', "judged = false needs forbidden or required phrases"),
+        ('judged = "no"\nforbidden = ["x"]\n', "judged must be true or false"),
+        ('judged = false\nforbidden = ["x"]\nthreshold = 0.5\n', "has no question or threshold"),
+    ]:
+        (tmp_path / "bad.toml").write_text('[[rules]]\ntext = "Be kind."\n' + body)
+        with pytest.raises(InputError, match=r"bad\.toml: rule 1") as err:
+            load_rules(tmp_path / "bad.toml")
+        assert why in str(err.value)
+
+
 def test_a_judge_reply_without_a_grade_word_is_repaired_or_raises(tmp_path: Path) -> None:
     replies = [{"1": "maybe"}, {"1": "yes"}, {"1": "no"}]
     model = FunctionModel(lambda r: replies.pop(0) if replies else {"1": "perhaps"}, id="j")

@@ -156,6 +156,8 @@ def rules(
                     for key in ("question", "append", "threshold"):
                         if getattr(r, key):
                             typer.echo(f"    {key}: {getattr(r, key)}")
+                    if not r.judged:
+                        typer.echo("    judged: no (checked by its phrases only)")
                 return
             marked = kb.set_rules(rules_file)
             count = len(kb.rules())

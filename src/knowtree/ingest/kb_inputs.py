@@ -11,7 +11,8 @@ Every loader reads and checks the whole file before returning, and a problem rai
 * rules: TOML (`[[rules]]` with `text`, optional `id`, `forbidden = [...]`, `required = [...]`,
   `append = "..."`: a mandated statement added to a solution that lacks the required phrases,
   `question = "..."`: the yes/no question the judge is asked, "yes" meaning the rule is broken,
-  `threshold = 0.5`: the judge's P(yes) from which this rule counts as broken)
+  `threshold = 0.5`: the judge's P(yes) from which this rule counts as broken,
+  `judged = false`: checked by its phrases only, never asked of the judge)
   or plain text, one rule a line (`-`, `*` or `1.` bullets allowed, `#` comments skipped);
 * documents: JSONL / JSONL.gz records (`id`/`doc_id`, `title`/`question`/`focus`,
   `text`/`answer`/`body`/`content`) become one section each; any other file knowtree ingests
@@ -100,6 +101,9 @@ class Rule:
     #: P(yes) from which the judge's answer counts as broken, where this rule's question needs its
     #: own (None: `compliance.VIOLATION_AT`); `benchmarks/bench_kb_judge.py` measures one
     threshold: float | None = None
+    #: False: the rule is checked by its `forbidden` / `required` phrases only (no judge call); for a
+    #: rule whose breaches are phrases, where a small judge's grades would need their own calibration
+    judged: bool = True
 
 
 @dataclass
@@ -257,6 +261,13 @@ def load_rules(path: str | Path) -> list[Rule]:
                 isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1
             ):
                 raise InputError(p, f"rule {number}: threshold must be a number between 0 and 1")
+            judged = item.get("judged", True)
+            if not isinstance(judged, bool):
+                raise InputError(p, f"rule {number}: judged must be true or false")
+            if not judged and not (item.get("forbidden") or item.get("required")):
+                raise InputError(p, f"rule {number}: judged = false needs forbidden or required phrases")
+            if not judged and (question or threshold is not None):
+                raise InputError(p, f"rule {number}: a rule with judged = false has no question or threshold")
             rules.append(
                 Rule(
                     id=str(item.get("id") or f"R{number}"),
@@ -266,6 +277,7 @@ def load_rules(path: str | Path) -> list[Rule]:
                     append=" ".join(append.split()),
                     question=" ".join(question.split()),
                     threshold=float(threshold) if threshold is not None else None,
+                    judged=judged,
                 )
             )
         _check_appends(p, rules)

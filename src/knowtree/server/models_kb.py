@@ -139,6 +139,7 @@ class KBRule(BaseModel):
     append: str = Field(..., description="the mandated statement appended where a required phrase is missing")
     question: str = Field(..., description="the yes/no question the judge is asked ('yes' = broken)")
     threshold: float | None = Field(..., description="P(yes) from which the judge's answer counts as broken")
+    judged: bool = Field(True, description="false: checked by its phrases only, never asked of the judge")
 
 
 class KBRulesRequest(Strict):

@@ -104,7 +104,11 @@ def grades(
 def judge(
     client: LLMClient, domain: str, text: str, rules: Sequence[Rule], passages: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
-    """The rules the judge finds broken (`grades` ≥ the rule's `threshold`, else `VIOLATION_AT`)."""
+    """The rules the judge finds broken (`grades` ≥ the rule's `threshold`, else `VIOLATION_AT`);
+    a rule with `judged = False` is not asked (its phrases are its whole check)."""
+    rules = [r for r in rules if r.judged]
+    if not rules:
+        return []
     return [
         {"rule": rule.id, "check": "model", "detail": f"judged broken (p={p:.2f})", "p": round(p, 3)}
         for rule, p in zip(rules, grades(client, domain, text, rules, passages), strict=True)

@@ -8,7 +8,10 @@ nest one level deeper every 56 messages). The other trees are written through th
 document leaves of 5,000 characters with metadata), so filling 30 MB costs seconds, not model calls.
 
 Per run: wall time, messages per second, the tree's depth and node count, LLM calls, and the longest
-write transaction (the time one add step holds the database's write lock).
+write transaction (the time one add step holds the database's write lock). Then, in a new process
+state (the database reopened), `Memory.context` (the index's evidence, no model call: what
+`ask --mode retrieve` reads and what an agent's memory tool calls) for `QUESTIONS`: the first call
+(which embeds the index's entries and stores their vectors) and the median of the calls after it.
 
     PYTHONPATH=src python benchmarks/bench_chat_scale.py --sizes 1000 3000 10000 --filler-mb 30 \\
         --out benchmarks/results/chat_scale.json
@@ -21,6 +24,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +36,13 @@ from knowtree.testing.models import KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 
 VOCAB = "paris cat meeting tom hiking friday coffee support group moved deploy database job".split()
+QUESTIONS = [
+    "when did tom go hiking",
+    "what database job moved",
+    "coffee with the support group",
+    "the friday meeting in paris",
+    "who deployed the cat",
+]
 
 
 def write_chat(path: Path, n: int, seed: int = 7) -> None:
@@ -100,6 +111,13 @@ def run_one(db: Path, chat: Path, name: str) -> dict[str, Any]:
         started = time.perf_counter()
         report = kt.memory(name).add_file(chat)
         seconds = time.perf_counter() - started
+    with KnowTree(db, model=KeywordModel()) as kt:
+        memory = kt.memory(name)
+        took = []
+        for q in QUESTIONS:
+            started = time.perf_counter()
+            memory.context(q, 1000)
+            took.append(time.perf_counter() - started)
     return {
         "messages": report.added,
         "seconds": round(seconds, 2),
@@ -108,6 +126,8 @@ def run_one(db: Path, chat: Path, name: str) -> dict[str, Any]:
         "nodes": report.nodes,
         "llm_calls": report.usage.calls + report.usage.cached,
         "longest_write_ms": round(longest * 1000, 1),
+        "context_first_s": round(took[0], 2),
+        "context_s": round(statistics.median(took[1:]), 2),
     }
 
 
@@ -144,12 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         "filler_mb": round(fill_mb, 1),
         "rows": rows,
     }
-    print("| messages | database | seconds | msg/s | depth | nodes | LLM calls | longest write (ms) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| messages | database | seconds | msg/s | depth | nodes | LLM calls | longest write (ms) |"
+        " context, first (s) | context (s) |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['messages']:,} | {r['db']} | {r['seconds']} | {r['messages_per_s']} | {r['depth']} |"
-            f" {r['nodes']:,} | {r['llm_calls']:,} | {r['longest_write_ms']} |"
+            f" {r['nodes']:,} | {r['llm_calls']:,} | {r['longest_write_ms']} | {r['context_first_s']} |"
+            f" {r['context_s']} |"
         )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

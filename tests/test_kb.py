@@ -405,6 +405,28 @@ def test_unverifiable_citation_is_dropped_and_flagged_ungrounded(tmp_path: Path)
         assert row["status"] == "ungrounded" and row["citations"] == []
 
 
+def test_a_quote_copied_from_another_shown_passage_is_cited_from_there() -> None:
+    from types import SimpleNamespace
+
+    from knowtree.construct.kb.solutions import verify_citations
+    from knowtree.records import KBChunk
+
+    passages = [
+        KBChunk(f"c{i}", f"d{i}", "manual.jsonl", [], text, "")
+        for i, text in enumerate(
+            ["Press the power button to turn the TV on.", "Open Settings and select Picture Mode to change it."], 1
+        )
+    ]
+    reply = [
+        SimpleNamespace(passage=1, quote="select Picture Mode to change it"),  # in passage 2, numbered 1
+        SimpleNamespace(passage=2, quote="Open Settings and select Picture Mode"),
+        SimpleNamespace(passage=2, quote="unplug the set for a minute"),  # in none of them
+    ]
+    ok, bad = verify_citations(reply, passages)
+    assert [(c["chunk"], c["doc_id"], c.get("cited_as")) for c in ok] == [("c2", "d2", 1), ("c2", "d2", None)]
+    assert [(c["chunk"], c["why"]) for c in bad] == [("c2", "quote not found in the passage")]
+
+
 CITED = {
     "solution": "Hold the power button for 7 seconds until the light flashes blue.",
     "citations": [{"passage": 1, "quote": "hold the power button for 7 seconds"}],

@@ -342,14 +342,14 @@ class Tree:
         index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
         citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only;
         `scope`: node ids (a collection's documents) the evidence must come from (default: the tree)."""
-        from knowtree.retrieve.treesearch import retrieve_evidence
+        from knowtree.retrieve.treeindex import TreeIndex
+        from knowtree.retrieve.treesearch import search_index
 
-        return retrieve_evidence(
-            self.kt.store,
-            self.name,
+        return search_index(
+            TreeIndex(self.kt.store, self.name),  # synced first if the tree changed since
             question,
             budget_tokens,
             kind=self.info.kind,
             embedder=embedder,
             scope=None if scope is None or self.info.root_id in scope else scope,
-        )
+        ).evidence

@@ -3,6 +3,7 @@
     index = TreeIndex(store, "docs")
     ranking = rank_tree(index, "Who approved the budget?", embedder=get_embedder())
     evidence = pack_evidence(index, ranking, budget_tokens=1024)   # document order, with citations
+    found = search_index(index, "Who approved the budget?", 1024)   # the three in one (+ an optional re-ranking step)
 
 `rank_tree` scores every entry (pieces, leaves, sections: one pool), lets pieces borrow from their
 ancestors (`treescore`), and keeps the per-node prior for navigators that want to start from it.
@@ -30,7 +31,7 @@ from knowtree.types import Citation
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
-    from knowtree.retrieve.treeindex import IndexStore, TreeIndex
+    from knowtree.retrieve.treeindex import TreeIndex
 
 # measured on the dev sets with the default embedder (benchmarks/RESULTS.md, "Tree as an index"):
 # a conversation's turns lean on their session and neighbourhood (path smoothing: +0.07 any-evidence
@@ -221,25 +222,6 @@ def search_index(
         ranking = reranked.ranking
     evidence = pack_evidence(index, ranking, budget_tokens, shape=shape)
     return Found(index=index, shape=shape, ranking=ranking, evidence=evidence, reranked=reranked)
-
-
-def retrieve_evidence(
-    store: IndexStore,
-    tree: str,
-    question: str,
-    budget_tokens: int = 1024,
-    *,
-    kind: str = "document",
-    embedder: Embedder | str | None = "default",
-    params: ScoreParams | None = None,
-    scope: Sequence[str] | None = None,
-) -> list[Evidence]:
-    """`Tree.retrieve`: the tree's index (synced if stale), ranked, packed (`search_index`)."""
-    from knowtree.retrieve.treeindex import TreeIndex
-
-    return search_index(
-        TreeIndex(store, tree), question, budget_tokens, kind=kind, embedder=embedder, params=params, scope=scope
-    ).evidence
 
 
 def _join(texts: Iterable[str]) -> str:

@@ -494,6 +494,12 @@ def test_still_failing_solution_is_flagged(tmp_path: Path) -> None:
         row = kt.kb("hp").export()[0]
         assert row["status"] == "flagged" and len(row["compliance"]) == 2
         assert row["compliance"][1]["violations"][0]["check"] == "model"
+        answer = kt.kb("hp").ask("battery drains fast").to_dict()
+    # an answer says why its solution is flagged: the rules the kept attempt still breaks
+    assert answer["status"] == "flagged" and [v["check"] for v in answer["violations"]] == ["model"]
+    out = runner.invoke(app, ["kb", "ask", "hp", "battery drains fast", "--db", str(tmp_path / "kb.db"), "--model", "keyword"])
+    assert out.exit_code == 0, out.output
+    assert f"status: flagged (breaks {answer['violations'][0]['rule']}: judged broken" in out.output
 
 
 def test_a_missing_mandated_statement_is_appended_without_asking_again(tmp_path: Path) -> None:

@@ -289,6 +289,7 @@ class KB:
                     issue = solve_one(ctx, issue, chunks)
                     trace.append({"step": "solution", "how": "generated now (lazy)", "status": issue.status})
                 answer.solution, answer.status = issue.solution, issue.status
+                answer.violations = kept_violations(issue.compliance)
             trace.append({"step": "done", "seconds": round(time.monotonic() - started, 3)})
             if run is not None:
                 run.status = answer.match
@@ -327,9 +328,7 @@ class KB:
                 kids.setdefault(i.parent, []).append(i)
 
         def node(i: kbstore.KBIssue) -> dict[str, Any]:
-            # the attempt kept; in reports stored before attempts were marked, the last one
-            kept = next((c for c in reversed(i.compliance or []) if c.get("kept", True)), None)
-            violations = kept["violations"] if kept else []
+            violations = kept_violations(i.compliance)
             return {
                 "id": i.id,
                 "title": i.title,
@@ -409,3 +408,10 @@ class KB:
         idx = self.indexes()
         idx.reset("issues")
         idx.reset("chunks")
+
+
+def kept_violations(compliance: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The rules the kept solution still breaks (why it is "flagged"): the violations of the attempt
+    marked kept; in reports stored before attempts were marked, of the last one."""
+    kept = next((c for c in reversed(compliance or []) if c.get("kept", True)), None)
+    return list(kept["violations"]) if kept else []

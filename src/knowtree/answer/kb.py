@@ -55,6 +55,8 @@ class KBAnswer:
     accepted: list[Accepted] = field(default_factory=list)
     solution: dict[str, Any] | None = None
     status: str = ""
+    #: the rules the solution still breaks after its regeneration (why `status` is "flagged")
+    violations: list[dict[str, Any]] = field(default_factory=list)
     members: list[str] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
     #: the document passages that answer the query itself (`query_passages`), beside the issue's
@@ -82,6 +84,7 @@ class KBAnswer:
             "solution": (self.solution or {}).get("text"),
             "citations": (self.solution or {}).get("citations", []),
             "status": self.status,
+            "violations": self.violations,
             "ranked": [
                 {"id": a.issue.id, "match": a.match, "target": a.target, "score": round(a.score, 5)}
                 for a in self.accepted

@@ -227,7 +227,8 @@ def ask(
             typer.echo(f"\n{data['solution']}\n")
             for c in data["citations"]:
                 typer.echo(f'  [{c["doc_id"]}] "{c["quote"]}"')
-            typer.echo(f"status: {data['status']}")
+            broken = "; ".join(f"{v['rule']}: {v['detail']}" for v in data["violations"])
+            typer.echo(f"status: {data['status']}" + (f" (breaks {broken})" if broken else ""))
         _echo_passages(data["passages"])
         if trace:
             for step in data["trace"]:

@@ -91,6 +91,9 @@ class KBAnswerOut(BaseModel):
     solution: str | None
     citations: list[dict[str, Any]]
     status: str
+    violations: list[dict[str, Any]] = Field(
+        default_factory=list, description="the rules the solution still breaks (rule, check, detail): why it is flagged"
+    )
     ranked: list[KBRanked]
     passages: list[dict[str, Any]] = Field(
         ..., description="the query's own top document passages (chunk, doc_id, source, path, text, score)"

@@ -376,6 +376,32 @@ def test_an_answer_brings_the_passages_for_the_query_itself(tmp_path: Path) -> N
         assert len(kb.ask("hiss", metadata="keywords", solve=False, passages=10).passages) == 3  # every chunk
 
 
+def test_query_metadata_auto_reads_keywords_where_the_configuration_gives_them_else_asks_the_model(
+    tmp_path: Path,
+) -> None:
+    files = write_inputs(tmp_path)
+    (tmp_path / "plain.toml").write_text(ATTRS.replace('[attributes.platform.keywords]\niphone = ["ios", "apple"]\n', ""))
+    model = _model_with(CITED)
+    kt = knowtree.open(tmp_path / "kb.db", model=model)
+    with kt:
+        kt.kb("hp", embedder="hash").build(solutions="lazy", threshold=0.15, join_threshold=0.3, **files)
+        plain = {**files, "attributes": str(tmp_path / "plain.toml")}
+        kt.kb("plain", embedder="hash").build(solutions="lazy", threshold=0.15, join_threshold=0.3, **plain)
+
+        def asked(name: str, query: str = "my headphones will not pair with my apple phone", **kw: Any) -> tuple[str, int]:
+            before = sum(r.schema_name == "kb_query_meta" for r in model.requests)  # a cached reply is no request
+            answer = kt.kb(name).ask(query, solve=False, **kw)
+            how = next(s["how"] for s in answer.trace if s.get("step") == "metadata")
+            return how, sum(r.schema_name == "kb_query_meta" for r in model.requests) - before
+
+        assert asked("hp") == ("keywords", 0)  # auto: the configuration names values by keywords
+        assert kt.kb("hp").ask("paired with ios", solve=False).query_metadata["platform"] == "iphone"
+        assert asked("hp", metadata="model") == ("model", 1)
+        assert asked("plain", "the battery dies fast") == ("model", 1)  # no keywords to read: the model reads it
+        with pytest.raises(UserError, match="metadata must be auto, model, keywords or none"):
+            kt.kb("hp").ask("pairing", metadata="guess")
+
+
 # -- solutions and compliance ----------------------------------------------------------------
 def _model_with(solution_reply: Any, violated: list[str] | None = None) -> FunctionModel:
     """Solutions from `solution_reply`; the judge says "yes" (broken) to the rules whose text

@@ -228,24 +228,30 @@ class KB:
         query: str,
         *,
         k: int = 5,
-        metadata: str = "model",
+        metadata: str = "auto",
         solve: bool = True,
         rerank: bool = False,
         passages: int = PASSAGES,
     ) -> KBAnswer:
         """Algorithm 2; the accepted issue's solution is generated (lazy KBs) and stored on first use.
-        `metadata`: model | keywords (no model call for extraction) | none (semantic only).
+        `metadata`: how the query's attribute values are read: model (one call) | keywords (the
+        attribute configuration's keywords, no call) | none (semantic only) | auto (keywords where
+        the configuration gives keywords, else the model): the model's reading never raised
+        HitRate@1 over the keywords (TV, 58 dev queries: 0.414 vs 0.500; medical, 112: 0.830 both;
+        benchmarks/RESULTS.md "Query metadata: the model or the keywords") and costs a call.
         `passages`: how many document passages for the query itself come with the answer (no model
         call; 0: none).
         `rerank`: the model grades the top issues yes/no and they are reordered
         (`answer/kb_rerank.py`; one call; off by default: with the embedded 1.5B model it lowered TV
         HitRate@1, benchmarks/RESULTS.md "AutoKB rerank")."""
-        if metadata not in ("model", "keywords", "none"):
-            raise UserError(f"metadata must be model, keywords or none, not {metadata!r}")
+        if metadata not in ("auto", "model", "keywords", "none"):
+            raise UserError(f"metadata must be auto, model, keywords or none, not {metadata!r}")
         if not query.strip():
             raise UserError("the query is empty")
         record = kbstore.kb_record(self.kt.store, self.name)
         config = AttributeConfig.from_dict(record.attributes)
+        if metadata == "auto":
+            metadata = "keywords" if any(a.keywords for a in config.attributes) else "model"
         issues = {i.id: i for i in kbstore.load_issues(self.kt.store, self.name)}
         started = time.monotonic()
         trace: list[dict[str, Any]] = []

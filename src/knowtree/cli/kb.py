@@ -177,7 +177,13 @@ def ask(
     name: NameArg,
     query: Annotated[str, typer.Argument(help="the user's issue")],
     k: Annotated[int, typer.Option("--k", help="semantic top-k issues checked by metadata")] = 5,
-    metadata: Annotated[str, typer.Option("--metadata", help="model | keywords | none")] = "model",
+    metadata: Annotated[
+        str,
+        typer.Option(
+            "--metadata",
+            help="auto (keywords where the attribute configuration gives keywords, else model) | model | keywords | none",
+        ),
+    ] = "auto",
     no_solution: Annotated[
         bool, typer.Option("--no-solution", help="retrieve only; generate no solution")
     ] = False,

@@ -94,7 +94,7 @@ class KBService:
         data["name"] = name
         return data
 
-    def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "model",
+    def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "auto",
             solve: bool = True, passages: int = PASSAGES) -> dict[str, Any]:
         """`KB.ask` as `knowtree kb ask --json` prints it. A lazy solution written now is stored (like
         a question's ledger entry, allowed to read-only keys: it is what any later ask would write).

@@ -57,8 +57,10 @@ class KBView(BaseModel):
 class KBAskRequest(Strict):
     query: str = Field(..., min_length=1, max_length=4000, description="the user's issue, in their words")
     k: int = Field(5, ge=1, le=50, description="semantic top-k issues checked by metadata")
-    metadata: Literal["model", "keywords", "none"] = Field(
-        "model", description="how the query's attributes are read: a model call, keywords (no call), or none"
+    metadata: Literal["auto", "model", "keywords", "none"] = Field(
+        "auto",
+        description="how the query's attributes are read: a model call, keywords (no call), none, or auto"
+        " (keywords where the attribute configuration gives keywords, else the model)",
     )
     solve: bool = Field(True, description="write the matched issue's solution now if it has none (lazy KBs)")
     passages: int = Field(PASSAGES, ge=0, le=50, description="document passages for the query itself, beside the solution")

@@ -271,7 +271,7 @@ def main() -> None:
 
     data = json.loads(Path(args.solutions).read_text())
     domain = data["domain"]
-    rules = load_rules(RULES[domain])
+    rules = [r for r in load_rules(RULES[domain]) if r.judged]  # a rule checked by its phrases only is never judged
     rule_ids = [r.id for r in rules]
     texts = [
         row["text"]

@@ -332,7 +332,7 @@ class Memory:
         on_step: Callable[[NavStep], None] | None = None,
     ) -> tuple[list[Any], dict[str, str], Any]:
         """The index's evidence for `question` within `budget` (`judge`: its ranking graded first by
-        the judged beam with that navigator's client), each index entry's text (to place a long
+        the judged beam with that navigator's client), the packed pieces' index texts (to place a long
         message's pieces) and the beam (None unjudged)."""
         from knowtree.answer.nav import judged_beam
         from knowtree.retrieve.treeindex import TreeIndex

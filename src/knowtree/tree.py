@@ -175,14 +175,15 @@ class Tree:
         from knowtree.answer.indexed import DEFAULT_BUDGET, by_parts
         from knowtree.answer.nav import ask_nav, judged_beam
         from knowtree.retrieve.treeindex import TreeIndex
-        from knowtree.retrieve.treesearch import search_index
+        from knowtree.retrieve.treesearch import search_index, shape_of
 
         index = TreeIndex(self.kt.store, self.name)
+        shape = shape_of(index)  # once for every part
         budget = budget_tokens or DEFAULT_BUDGET
 
         def answer_part(part: str, share: int) -> Answer:
             beam = judged_beam(client, part, on_step=on_step, budget_tokens=share)
-            found = search_index(index, part, share, kind=self.info.kind, rerank=beam)
+            found = search_index(index, part, share, kind=self.info.kind, rerank=beam, shape=shape)
             return ask_nav(found, self.nodes, self.info.root_id, part, client, budget=share, on_step=on_step)
 
         got = by_parts(question, client, budget, answer_part, on_step)

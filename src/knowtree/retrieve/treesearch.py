@@ -201,12 +201,13 @@ def search_index(
     params: ScoreParams | None = None,
     scope: Sequence[str] | None = None,
     rerank: Rerank | None = None,
+    shape: TreeShape | None = None,
 ) -> Found:
     """The one sequence every kind of tree retrieves by: rank the index for `question` (no model),
     keep only pieces below `scope`'s nodes where given (a collection's chosen documents), let
     `rerank` reorder the ranking where given (`answer.nav.judged_beam`: the model's grades), pack
-    the budget."""
-    shape = shape_of(index)
+    the budget. `shape`: the index's `shape_of`, when the caller searches it more than once."""
+    shape = shape or shape_of(index)
     ranking = rank_tree(
         index,
         question,

@@ -170,8 +170,13 @@ def verify_citations(citations: Sequence[Any], passages: Sequence[KBChunk]) -> t
             if there is None:
                 bad.append({**entry, "why": "quote not found in the passage"})
                 continue
-            entry = {**entry, "chunk": there.id, "doc_id": there.doc_id, "source": there.source}
-            entry["cited_as"] = int(c.passage)
+            entry = {
+                "chunk": there.id,
+                "doc_id": there.doc_id,
+                "source": there.source,
+                "quote": entry["quote"],
+                "cited_as": int(c.passage),
+            }
         if all((e["chunk"], e["quote"]) != (entry["chunk"], entry["quote"]) for e in ok):
             ok.append(entry)
     return ok, bad

@@ -27,32 +27,27 @@ class NavMethod(TreeMethod):
     options: NavOptions = field(default_factory=NavOptions)
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
-        from knowtree.answer.nav import navigate
-        from knowtree.retrieve.treesearch import pack_evidence
+        from knowtree.answer.nav import NavResult, judged_beam
 
         started = time.perf_counter()
         built = self.built(ctx)
         asked = case.prompt()  # with a multiple-choice question's options, as the reader sees it
-        ranking = self.rank(built, asked)
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            nav = navigate(
-                built.index,
-                ranking,
-                asked,
-                client,
-                built.shape,
-                self.options,
-                budget_tokens=self.budget,
+            # the product's sequence (`knowtree ask --mode nav`): rank, the judged beam, pack the budget
+            found = self.search(
+                built, asked, judged_beam(client, asked, self.options, budget_tokens=self.budget)
             )
             if self.answer:
-                record.prediction, read = self.answer_from(built, nav.ranking, case, client)
+                record.prediction, read = self.answer_from(found.evidence, case, client)
             else:
-                read = sum(ev.tokens for ev in pack_evidence(built.index, nav.ranking, self.budget, shape=built.shape))
+                read = sum(ev.tokens for ev in found.evidence)
             account(record, client, run_id)
-        ranked = [built.piece_passage[p] for p in nav.ranking.pieces]
-        lengths = [built.piece_tokens[p] for p in nav.ranking.pieces]
+        nav = found.reranked
+        assert isinstance(nav, NavResult)
+        ranked = [built.piece_passage[p] for p in found.ranking.pieces]
+        lengths = [built.piece_tokens[p] for p in found.ranking.pieces]
         record.retrieved = list(dict.fromkeys(ranked[: self.k]))
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget, lengths=lengths)
         record.metrics["judge_fallbacks"] = float(nav.fallbacks)

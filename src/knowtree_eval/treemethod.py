@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treescore import TreeShape
-    from knowtree.retrieve.treesearch import Ranking
+    from knowtree.retrieve.treesearch import Evidence, Found, Rerank
     from knowtree.store import SQLiteStore
 
 GROUP = 8  # children per inner node when the dataset gives no structure (knowtree's max_children)
@@ -265,24 +265,26 @@ class TreeMethod:
         nodes = [n.model_copy(update={"meta": done.metas[n.id]}) if n.id in done.metas else n for n in tree.nodes]
         return CorpusTree(nodes, tree.root_id, tree.passage_of, tree.kind)
 
-    def answer_from(self, built: Built, ranking: Ranking, case: Case, client: Any) -> tuple[str, int]:
-        """The ranking packed into the budget and answered in one call: (prediction, tokens read)."""
-        from knowtree.retrieve.treesearch import pack_evidence
+    def answer_from(self, evidence: list[Evidence], case: Case, client: Any) -> tuple[str, int]:
+        """The packed evidence answered in one call: (prediction, tokens read)."""
         from knowtree_eval.runtime import answer_from_text
 
-        evidence = pack_evidence(built.index, ranking, self.budget, shape=built.shape)
         text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
         return answer_from_text(client, case.prompt(), text), sum(ev.tokens for ev in evidence)
 
-    def rank(self, built: Built, question: str) -> Ranking:
-        """The LLM-free tree ranking of `question` over a corpus's tree (what `nav` starts from)."""
-        from knowtree.retrieve.treesearch import default_params, rank_tree
+    def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:
+        """The product's retrieval sequence (`search_index`: rank, optional re-ranking, pack the
+        budget) over a corpus's tree, with this method's embedder and score parameters."""
+        from knowtree.retrieve.treesearch import search_index
 
-        return rank_tree(
+        return search_index(
             built.index,
             question,
+            self.budget,
+            kind=built.kind,
             embedder=self.embedder,
-            params=self.params or default_params(built.kind),
+            params=self.params,
+            rerank=rerank,
             shape=built.shape,
         )
 
@@ -290,7 +292,8 @@ class TreeMethod:
         started = time.perf_counter()
         built = self.built(ctx)
         # the question as the reader sees it: a multiple-choice question's options are search terms too
-        ranking = self.rank(built, case.prompt())
+        found = self.search(built, case.prompt())
+        ranking = found.ranking
         ranked = [built.piece_passage[p] for p in ranking.pieces]
         lengths = [built.piece_tokens[p] for p in ranking.pieces]
         record = base_record(case, self.name)
@@ -302,7 +305,7 @@ class TreeMethod:
                 client,
                 run_id,
             ):
-                record.prediction, record.tokens_read = self.answer_from(built, ranking, case, client)
+                record.prediction, record.tokens_read = self.answer_from(found.evidence, case, client)
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

@@ -1,14 +1,15 @@
-"""AutoKB: how far ranking by text similarity can go at all, from the dev labels (a bound, not a method).
+"""AutoKB: how far ranking by text similarity can go at all, from the dev labels (a reference, not a method).
 
-A KB issue is a hit when its members' majority label is the query's, so any KB built from these raw
-issues and ranked by a similarity between texts can do no better, at @1, than a classifier that
-sees the raw issues *with their true labels* and votes among the query's k most similar ones.
-This script is that classifier: for each dev query, the raw issues are scored by the KB's own
-passage similarity (`retrieve.similarity.PassageSimilarity`: mean-centred dense cosine and TF-IDF,
-`--dense-weights`) or by BM25 (the flat baseline's FTS5 index over the raw issues), the top k vote with
-their dev labels (a raw issue without one votes for a label of its own, as the scoring's "other"
-cannot match a query), and the query counts as right when the winning label is its own.
-Votes are plain counts or similarity-weighted sums; k = 1 is the nearest raw issue.
+A KB issue is a hit when its members' majority label is the query's, so a KB built from these raw
+issues and ranked by a similarity between texts approximates, at best, a classifier that sees the
+raw issues *with their true labels* and votes among the query's k most similar ones (not a strict
+bound: another rule could be luckier on a few queries). This script is that classifier: for each
+dev query, the raw issues are scored by the KB's own passage similarity
+(`retrieve.similarity.PassageSimilarity`: mean-centred dense cosine and TF-IDF, `--dense-weights`)
+or by BM25 (the flat baseline's FTS5 index over the raw issues), the top k vote with their dev
+labels (a raw issue without one votes for a label of its own, as the scoring's "other" cannot
+match a query), and the query counts as right when the winning label is its own. Votes are plain
+counts or similarity-weighted sums; k = 1 is the nearest raw issue.
 
     python benchmarks/autokb_knn_bound.py --domain medical
     python benchmarks/autokb_knn_bound.py --domain tv --embedder minilm

@@ -107,3 +107,59 @@ def test_passages_cover_a_long_text_exactly() -> None:
     assert "".join(doc[a:b] for a, b in spans) == doc
     assert all(0 < b - a <= SINGLE_CHARS for a, b in spans)
     assert split_spans("short") == [(0, 5)]
+
+
+def test_context_loads_only_the_evidence_messages_and_reads_them_as_the_whole_memory_would(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from knowtree.answer.memory import MemoryOptions
+    from knowtree.memory import Memory
+
+    doc, _ = _design_doc()
+    chat = [
+        {
+            "role": "user",
+            "name": "Bo",
+            "content": f"Coffee plans for Friday number {i}?",
+            "timestamp": f"2024-03-01T09:{i:02d}",
+        }
+        for i in range(20)
+    ]
+    chat.insert(7, {"role": "user", "name": "Ann", "content": doc, "timestamp": "2024-03-01T09:06"})
+    chat.append(
+        {
+            "role": "user",
+            "name": "Ann",
+            "content": "Beth moved to Lisbon in May.",
+            "timestamp": "2024-03-01T09:40",
+        }
+    )
+    questions = [
+        "Which port does the billing gateway listen on?",
+        "Where did Beth move?",
+        "coffee on Friday number 3",
+    ]
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = _memory(kt, chat)
+        everything = len(kt.store.load_nodes("lm"))
+        loaded: list[int] = []
+        real = kt.store.load_nodes
+
+        def spy(name: str, ids: Any = None) -> Any:
+            out = real(name, ids)
+            loaded.append(len(out))
+            return out
+
+        monkeypatch.setattr(kt.store, "load_nodes", spy)
+        light = [mem.context(q, 120, use_model=False) for q in questions]
+        assert loaded and max(loaded) < everything / 2  # the evidence's messages and the root, not the memory
+        # the reference: the same evidence read by a navigator over every node and message
+        monkeypatch.setattr(
+            Memory, "_reader", lambda self, ev, b: self._navigator(None, MemoryOptions(budget_tokens=b))
+        )
+        full = [mem.context(q, 120, use_model=False) for q in questions]
+    assert light == full
+    assert any("8443" in str(r["content"]) for r in light[0]) and any(
+        "Lisbon" in str(r["content"]) for r in light[1]
+    )
+    assert all(r["via"] == "index" and r["role"] and r["timestamp"] for ctx in light for r in ctx)

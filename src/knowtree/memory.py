@@ -29,6 +29,7 @@ from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
     from knowtree.host import Host
+    from knowtree.retrieve.treesearch import Evidence
 
 KIND = "conversation"
 Navigator = Literal["tree", "agent"]
@@ -255,6 +256,27 @@ class Memory:
             on_token=on_token,
         )
 
+    def _reader(self, evidence: Sequence[Evidence], budget_tokens: int) -> MemoryNavigator:
+        """A navigator over just the messages `evidence` holds (and the root): what reading the
+        index's evidence needs, without loading every node and message of a long memory (at 10k
+        messages that loading was half of `context`'s time)."""
+        store = self.kt.store
+        root = store.root_id(self.name)
+        nodes = store.load_nodes(
+            self.name, [root, *(p.rsplit(":", 1)[0] for ev in evidence for p in ev.pieces)]
+        )
+        runs: list[list[int]] = []  # the messages' positions as [start, end) runs, one query each
+        for p in sorted({n.spans[0].line_start for n in nodes.values() if n.is_leaf and n.spans}):
+            if runs and runs[-1][1] == p:
+                runs[-1][1] = p + 1
+            else:
+                runs.append([p, p + 1])
+        rows = {int(r["position"]): r for a, b in runs for r in store.load_messages(self.name, a, b)}  # type: ignore[call-overload]
+        options = MemoryOptions(budget_tokens=budget_tokens)
+        return MemoryNavigator(
+            self.name, nodes, root, None, options=options, scorer=HybridScorer(nodes, None), messages=rows
+        )
+
     def ask(
         self,
         question: str,
@@ -358,15 +380,17 @@ class Memory:
         `ask(mode="walk")` reads)."""
         from knowtree.answer.indexed import item_leaves
 
-        nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
         scores: dict[str, float] = {}
         if use_model:
+            nav = self._navigator(None, MemoryOptions(budget_tokens=budget_tokens))
             with self.kt.run("context", self.name, question) as run:  # closed "failed" if retrieval raises
                 nav.client = run.client
                 r = nav.retrieve(question, budget_tokens)
             self.last_retrieval = r  # what it cost and where each message came from (benchmarks read it)
         else:
+            self._check_kind()
             evidence, texts, _ = self._evidence(question, budget_tokens)
+            nav = self._reader(evidence, budget_tokens)
             r = nav.read_evidence(evidence, texts)  # what the memory answer step reads
             for ev in evidence:
                 for leaf in item_leaves(ev, nav.nodes):

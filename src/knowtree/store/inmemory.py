@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -132,8 +132,10 @@ class InMemoryStore:
         known = ", ".join(self.tree_names()) or "none yet: run `knowtree build`"
         return f"no tree named {name!r} in {self.path} (trees: {known})"
 
-    def load_nodes(self, name: str) -> dict[str, Node]:
-        return {i: n.model_copy(deep=True) for i, n in self._tree(name).nodes.items()}
+    def load_nodes(self, name: str, ids: Collection[str] | None = None) -> dict[str, Node]:
+        nodes = self._tree(name).nodes
+        keep = nodes if ids is None else [i for i in dict.fromkeys(ids) if i in nodes]
+        return {i: nodes[i].model_copy(deep=True) for i in keep}
 
     def root_id(self, name: str) -> str:
         if name not in self._trees or not self._trees[name].root_id:

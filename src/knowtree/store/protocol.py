@@ -15,7 +15,7 @@ Every table is created by `store/migrations.py`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -88,7 +88,9 @@ class Store(Protocol):
         """The message of the NotFoundError for a missing tree (it names the trees there are)."""
         ...
 
-    def load_nodes(self, name: str) -> dict[str, Node]: ...
+    def load_nodes(self, name: str, ids: Collection[str] | None = None) -> dict[str, Node]:
+        """The tree's nodes by id: all of them, or only those of `ids` that exist."""
+        ...
 
     def root_id(self, name: str) -> str: ...
 

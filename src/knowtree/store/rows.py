@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from knowtree.types import Node, NodeKind, NodeMeta, Span
@@ -32,9 +32,18 @@ def node_from_row(row: tuple) -> Node:
     )
 
 
-def load_tree_nodes(c: sqlite3.Connection, tree: str) -> dict[str, Node]:
-    """Every node of `tree` by id (no existence check: a missing tree has none)."""
-    rows = c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+def load_tree_nodes(c: sqlite3.Connection, tree: str, ids: Collection[str] | None = None) -> dict[str, Node]:
+    """Every node of `tree` by id, or only those of `ids` that exist (no existence check: a missing
+    tree has none)."""
+    if ids is None:
+        rows = c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+    else:
+        wanted, rows = list(dict.fromkeys(ids)), []
+        for i in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            batch = wanted[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? AND id IN ({marks})"
+            rows.extend(c.execute(sql, (tree, *batch)).fetchall())
     return {r[0]: node_from_row(r) for r in rows}
 
 

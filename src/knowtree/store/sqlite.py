@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -211,11 +211,11 @@ class SQLiteStore:
 
     _missing = missing_message  # the old private name (memory.py still calls it)
 
-    def load_nodes(self, name: str) -> dict[str, Node]:
+    def load_nodes(self, name: str, ids: Collection[str] | None = None) -> dict[str, Node]:
         if not self.tree_exists(name):
             raise NotFoundError(self.missing_message(name))
         with self._lock:
-            return load_tree_nodes(self._conn, name)
+            return load_tree_nodes(self._conn, name, ids)
 
     def root_id(self, name: str) -> str:
         rows = self._query("SELECT root_id FROM trees WHERE name = ?", (name,))

@@ -34,6 +34,14 @@ def test_a_fact_at_character_700_of_a_message_is_answered(tmp_path: Path) -> Non
     assert c.char_start <= at < c.char_end and "14 June" in c.quote
 
 
+def _chat(name: str, content: str, n: int) -> list[dict[str, Any]]:
+    """n short messages from `name`, one a minute from 09:00 (`content` formatted with i)."""
+    return [
+        {"role": "user", "name": name, "content": content.format(i=i), "timestamp": f"2024-03-01T09:{i:02d}"}
+        for i in range(n)
+    ]
+
+
 def _design_doc() -> tuple[str, int]:
     parts = ["Here is the design document for the platform, pasted in full:\n"]
     for i in range(48):
@@ -53,15 +61,7 @@ def _design_doc() -> tuple[str, int]:
 def test_a_fact_deep_in_a_pasted_12k_document_is_found_and_cited_by_its_position(tmp_path: Path) -> None:
     doc, at = _design_doc()
     assert 9_000 < len(doc) < 16_000 and at > 8_000
-    chat = [
-        {
-            "role": "user",
-            "name": "Ann",
-            "content": f"Morning! Coffee plans for Friday number {i}?",
-            "timestamp": f"2024-03-01T09:{i:02d}",
-        }
-        for i in range(12)
-    ]
+    chat = _chat("Ann", "Morning! Coffee plans for Friday number {i}?", 12)
     chat.append({"role": "user", "name": "Ann", "content": doc, "timestamp": "2024-03-01T09:30"})
     chat += [
         {
@@ -116,15 +116,7 @@ def test_context_loads_only_the_evidence_messages_and_reads_them_as_the_whole_me
     from knowtree.memory import Memory
 
     doc, _ = _design_doc()
-    chat = [
-        {
-            "role": "user",
-            "name": "Bo",
-            "content": f"Coffee plans for Friday number {i}?",
-            "timestamp": f"2024-03-01T09:{i:02d}",
-        }
-        for i in range(20)
-    ]
+    chat = _chat("Bo", "Coffee plans for Friday number {i}?", 20)
     chat.insert(7, {"role": "user", "name": "Ann", "content": doc, "timestamp": "2024-03-01T09:06"})
     chat.append(
         {

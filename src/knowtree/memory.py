@@ -260,11 +260,11 @@ class Memory:
         """A navigator over just the messages `evidence` holds (and the root): what reading the
         index's evidence needs, without loading every node and message of a long memory (at 10k
         messages that loading was half of `context`'s time)."""
+        from knowtree.answer.indexed import item_leaf_ids
+
         store = self.kt.store
         root = store.root_id(self.name)
-        nodes = store.load_nodes(
-            self.name, [root, *(p.rsplit(":", 1)[0] for ev in evidence for p in ev.pieces)]
-        )
+        nodes = store.load_nodes(self.name, [root, *(i for ev in evidence for i in item_leaf_ids(ev))])
         runs: list[list[int]] = []  # the messages' positions as [start, end) runs, one query each
         for p in sorted({n.spans[0].line_start for n in nodes.values() if n.is_leaf and n.spans}):
             if runs and runs[-1][1] == p:
@@ -273,9 +273,7 @@ class Memory:
                 runs.append([p, p + 1])
         rows = {int(r["position"]): r for a, b in runs for r in store.load_messages(self.name, a, b)}  # type: ignore[call-overload]
         options = MemoryOptions(budget_tokens=budget_tokens)
-        return MemoryNavigator(
-            self.name, nodes, root, None, options=options, scorer=HybridScorer(nodes, None), messages=rows
-        )
+        return MemoryNavigator(self.name, nodes, root, None, options=options, messages=rows)
 
     def ask(
         self,

@@ -26,11 +26,19 @@ DEFAULT_BUDGET = 2048
 MIN_PART_BUDGET = 256  # tokens of evidence a part of a question gets at least
 
 
+def piece_leaf(piece_id: str) -> str:
+    """The id of the leaf an index piece was cut from (a piece's id is its leaf's id, ':', its number)."""
+    return piece_id.rsplit(":", 1)[0]
+
+
+def item_leaf_ids(ev: Evidence) -> list[str]:
+    """The ids of the leaves an evidence item's pieces come from, in order, each once."""
+    return list(dict.fromkeys(piece_leaf(p) for p in ev.pieces))
+
+
 def item_leaves(ev: Evidence, tree_nodes: dict[str, Node]) -> list[Node]:
-    """The leaves an evidence item's pieces come from (a piece's id is its leaf's id, ':', its number),
-    in order, each once."""
-    ids = dict.fromkeys(p.rsplit(":", 1)[0] for p in ev.pieces)
-    return [tree_nodes[i] for i in ids if i in tree_nodes]
+    """The leaves an evidence item's pieces come from, in order, each once."""
+    return [tree_nodes[i] for i in item_leaf_ids(ev) if i in tree_nodes]
 
 
 def evidence_nodes(tree_nodes: dict[str, Node], evidence: Sequence[Evidence]) -> dict[str, Node]:

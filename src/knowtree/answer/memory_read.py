@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from knowtree.answer.evidence import content_words, grounded_share, lexical_score
-from knowtree.answer.indexed import evidence_step, item_leaves
+from knowtree.answer.indexed import evidence_step, item_leaves, piece_leaf
 from knowtree.answer.passages import Passages, Piece, approx_tokens, covered, merged, quote_of, spans_read
 from knowtree.answer.replies import MemoryReply
 from knowtree.answer.when import only_the_day, phrases, resolved_answer, said_in
@@ -154,7 +154,7 @@ class MemoryReading:
         if len(pieces) <= 1:
             return pieces
         if texts is not None:
-            own = [texts.get(p, "") for p in ev.pieces if p.rsplit(":", 1)[0] == leaf]
+            own = [texts.get(p, "") for p in ev.pieces if piece_leaf(p) == leaf]
             if spans := spans_read(self.nodes[leaf], own):
                 return spans
         return covered(pieces, ev.text) or [self.passages.best(leaf, ev.text)]

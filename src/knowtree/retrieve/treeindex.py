@@ -39,7 +39,7 @@ from knowtree.retrieve.context import (
 )
 from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.store.protocol import Store
-from knowtree.store.rows import NODE_COLUMNS
+from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
@@ -265,9 +265,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
 
 def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
     """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
-    for i in range(0, len(rids), chunk):
-        part = list(rids[i : i + chunk])
-        marks = ",".join("?" * len(part))
+    for part, marks in in_batches(rids, chunk):
         conn.execute(
             "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
             f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",

@@ -14,6 +14,7 @@ from typing import Any
 
 from knowtree.errors import NotFoundError, UserError
 from knowtree.records import KBChunk, KBCluster, KBIssue, KBRaw, KBRecord, KBTheme
+from knowtree.store.rows import in_batches
 from knowtree.store.sqlite import SQLiteStore
 
 __all__ = ["KBChunk", "KBCluster", "KBIssue", "KBRaw", "KBRecord", "KBTheme"]
@@ -231,9 +232,8 @@ def load_chunks(store: SQLiteStore, kb: str, ids: Sequence[str] | None = None) -
         return [_chunk(r) for r in store.query(_CHUNK_ROWS + " ORDER BY rowid", (kb,))]
     wanted = list(dict.fromkeys(ids))
     found: dict[str, KBChunk] = {}
-    for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
-        part = wanted[start : start + 500]
-        rows = store.query(_CHUNK_ROWS + f" AND id IN ({','.join('?' * len(part))})", (kb, *part))
+    for part, marks in in_batches(wanted):
+        rows = store.query(_CHUNK_ROWS + f" AND id IN ({marks})", (kb, *part))
         found.update((r[0], _chunk(r)) for r in rows)
     return [found[i] for i in wanted if i in found]
 

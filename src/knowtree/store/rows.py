@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from knowtree.types import Node, NodeKind, NodeMeta, Span
+
+T = TypeVar("T")
 
 NODE_COLUMNS = "id, kind, level, children_json, meta_json, text, spans_json"
 MESSAGE_KEYS = "position role name content timestamp time session source_id attachment node_id".split()
@@ -38,13 +41,19 @@ def load_tree_nodes(c: sqlite3.Connection, tree: str, ids: Collection[str] | Non
     if ids is None:
         rows = c.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
     else:
-        wanted, rows = list(dict.fromkeys(ids)), []
-        for i in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
-            batch = wanted[i : i + 500]
-            marks = ",".join("?" * len(batch))
+        rows = []
+        for part, marks in in_batches(list(dict.fromkeys(ids))):
             sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? AND id IN ({marks})"
-            rows.extend(c.execute(sql, (tree, *batch)).fetchall())
+            rows.extend(c.execute(sql, (tree, *part)).fetchall())
     return {r[0]: node_from_row(r) for r in rows}
+
+
+def in_batches(values: Sequence[T], size: int = 500) -> Iterator[tuple[list[T], str]]:
+    """`values` in slices of at most `size` (under SQLite's bound-parameter limit), each with the
+    `?,?,…` marks of its `IN (...)`."""
+    for i in range(0, len(values), size):
+        part = list(values[i : i + size])
+        yield part, ",".join("?" * len(part))
 
 
 def fts_body(node: Node) -> str:

@@ -678,3 +678,88 @@ def test_a_verified_quote_that_is_not_verbatim_is_cited_at_its_own_lines(tmp_pat
     read = answer.trace[-1]
     assert read.action == "read" and read.outcome == f"complete (source 1, {c.file}:6-7)", read.outcome
     assert read.node_id == c.node_id and read.choice == read.options[0]  # source 1 of those shown
+
+
+def test_asking_from_the_index_reads_only_the_evidence_nodes_and_answers_as_the_whole_tree_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """auto, retrieve and nav load the evidence's leaves and the root, not the tree (a server answering
+    from a large tree paid for loading every node on every question)."""
+    files = dict(CORPUS)
+    files.update(
+        {f"menu{i}.md": f"# Menu {i}\n\nThe cafeteria serves soup number {i} and bread on week {i}.\n" for i in range(30)}
+    )
+    asked = [
+        ("Who approved the marketing budget?", None),  # auto: a chunk tree is answered from its index
+        ("When did the launch happen?", "retrieve"),
+        ("Who approved the marketing budget and when did the launch happen?", "retrieve"),
+        ("Who approved the marketing budget?", "nav"),
+    ]
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.build(write_corpus(tmp_path / "docs", files), tree="t")
+        everything = len(kt.store.load_nodes("t"))
+        loaded: list[int] = []
+        real = kt.store.load_nodes
+
+        def spy(name: str, ids: Any = None) -> Any:
+            out = real(name, ids)
+            loaded.append(len(out))
+            return out
+
+        monkeypatch.setattr(kt.store, "load_nodes", spy)
+        light = [kt.tree("t").ask(q, mode=m, budget_tokens=120) for q, m in asked]
+        assert loaded and max(loaded) < everything / 3
+        full = []
+        for q, m in asked:  # the reference: the same questions over the tree loaded whole
+            tree = kt.tree("t")
+            assert len(tree.nodes) == everything
+            full.append(tree.ask(q, mode=m, budget_tokens=120))
+
+    def seen(a: Any) -> Any:  # what the answer says and cites and how it was found, not what it cost
+        cost = {"tokens", "latency_s", "cached"}
+        return a.model_dump(exclude={"usage": True, "trace": {"__all__": cost}})
+
+    assert [seen(a) for a in light] == [seen(a) for a in full]
+    assert all(a.status == "complete" and a.citations for a in light)
+    assert "Alice Chen" in (light[0].answer or "") and "September 14" in (light[1].answer or "")
+
+
+def test_the_index_is_read_once_and_replaced_when_its_tree_changes_here_or_in_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = write_corpus(tmp_path / "docs")
+    reads: list[str] = []
+    real_rows = TreeIndex.rows.fget
+    assert real_rows is not None
+
+    def counted(self: TreeIndex) -> Any:
+        if self._rows is None:
+            reads.append(self.tree)
+        return real_rows(self)
+
+    monkeypatch.setattr(TreeIndex, "rows", property(counted))
+    q = "Where did the launch happen?"
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel(), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        first = kt.tree("t").retrieve(q, budget_tokens=200, embedder="hash")
+        again = [kt.tree("t").retrieve(q, budget_tokens=200, embedder="hash") for _ in range(3)]
+        kt.tree("t").ask(q, mode="retrieve", budget_tokens=200)
+        assert reads == ["t"] and all(a == first for a in again)  # read once for every question
+        # an edit here: the next search reads the new index
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        kt.build(paths, tree="t")
+        edited = kt.tree("t").retrieve(q, budget_tokens=200, embedder="hash")
+        assert reads == ["t", "t"] and any("Porto" in e.text for e in edited)
+        assert not any("Lisbon" in e.text for e in edited)
+        # metadata written later (same nodes, same count, the same second): its context is indexed
+        tree = kt.tree("t")
+        leaf = next(n for n in tree.nodes.values() if n.is_leaf and "Porto" in n.text)
+        kt.store.update_node_meta("t", leaf, leaf.meta.model_copy(update={"title": "Harbour relocation memo"}))
+        titled = kt.tree("t").retrieve("harbour relocation memo", budget_tokens=200, embedder="hash")
+        assert "Porto" in max(titled, key=lambda e: e.score).text and len(reads) == 3
+        # another process (a CLI beside a server) changes the tree: this one sees it
+        with KnowTree(tmp_path / "kb.db", model=KeywordModel(), summaries="none") as other:
+            Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Madeira"), encoding="utf-8")
+            other.build(paths, tree="t")
+        moved = kt.tree("t").retrieve(q, budget_tokens=200, embedder="hash")
+        assert any("Madeira" in e.text for e in moved) and not any("Porto" in e.text for e in moved)

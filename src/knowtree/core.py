@@ -23,13 +23,15 @@ from knowtree.host import Run
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient
-from knowtree.retrieve.treeindex import attach as attach_tree_index
+from knowtree.retrieve.indexcache import IndexCache
+from knowtree.retrieve.indexcache import attach as attach_tree_index
 from knowtree.store import SQLiteStore, SQLStore
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
     from knowtree.kb import KB
     from knowtree.memory import Memory
+    from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.tree import Tree
 
 
@@ -62,6 +64,7 @@ class KnowTree:
             )
         self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
+        self._indexes = IndexCache(self.store)  # and read once, kept while its tree does not change
         self._model: Model | None = model
         self._model_given = model is not None  # a Model object, not a model string from the settings
 
@@ -108,6 +111,7 @@ class KnowTree:
         self.store.finish_run(run_id, handle.status)
 
     def close(self) -> None:
+        self._indexes.clear()
         if self._model is not None:
             self._model.close()
         self.store.close()
@@ -224,6 +228,11 @@ class KnowTree:
         from knowtree.tree import Tree
 
         return Tree(self, name)
+
+    def tree_index(self, name: str) -> TreeIndex:
+        """The index of tree `name`, in step with the tree, kept between questions: searches of a tree
+        that did not change reuse its rows and vectors (`retrieve.indexcache.IndexCache`)."""
+        return self._indexes.get(name)
 
     def memory(self, name: str) -> Memory:
         """A conversation memory (created on its first `add`): `kt.memory("chat").add(messages)`.

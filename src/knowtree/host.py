@@ -46,3 +46,5 @@ class Host(Protocol):
     def tree(self, name: str) -> Any: ...  # a `knowtree.tree.Tree`
 
     def memory(self, name: str) -> Any: ...  # a `knowtree.memory.Memory`
+
+    def tree_index(self, name: str) -> Any: ...  # a `knowtree.retrieve.treeindex.TreeIndex`, kept between questions

@@ -260,11 +260,11 @@ class Memory:
         """A navigator over just the messages `evidence` holds (and the root): what reading the
         index's evidence needs, without loading every node and message of a long memory (at 10k
         messages that loading was half of `context`'s time)."""
-        from knowtree.answer.indexed import item_leaf_ids
+        from knowtree.answer.indexed import evidence_node_ids
 
         store = self.kt.store
         root = store.root_id(self.name)
-        nodes = store.load_nodes(self.name, [root, *(i for ev in evidence for i in item_leaf_ids(ev))])
+        nodes = store.load_nodes(self.name, [root, *evidence_node_ids(evidence)])
         runs: list[list[int]] = []  # the messages' positions as [start, end) runs, one query each
         for p in sorted({n.spans[0].line_start for n in nodes.values() if n.is_leaf and n.spans}):
             if runs and runs[-1][1] == p:
@@ -355,14 +355,13 @@ class Memory:
         the judged beam with that navigator's client), the packed pieces' index texts (to place a long
         message's pieces) and the beam (None unjudged)."""
         from knowtree.answer.nav import judged_beam
-        from knowtree.retrieve.treeindex import TreeIndex
         from knowtree.retrieve.treesearch import search_index
 
         rerank = None
         if judge is not None:
             assert judge.client is not None
             rerank = judged_beam(judge.client, question, on_step=on_step, budget_tokens=budget)
-        index = TreeIndex(self.kt.store, self.name)
+        index = self.kt.tree_index(self.name)
         found = search_index(index, question, budget, kind=KIND, embedder=self.embedder, rerank=rerank)
         return found.evidence, found.texts(), found.reranked
 

@@ -48,6 +48,24 @@ class Tree:
         assert self.info.root_id is not None
         return self.nodes[self.info.root_id]
 
+    def _read_nodes(self, ids: Sequence[str]) -> dict[str, Node]:
+        """The nodes `ids` names (those the tree has): from the loaded tree when it is loaded, else only
+        those from the store, so that answering from the index does not load a large tree whole."""
+        if self._nodes is not None:
+            return {i: self._nodes[i] for i in dict.fromkeys(ids) if i in self._nodes}
+        return self.kt.store.load_nodes(self.name, ids)
+
+    def _evidence_nodes(self, evidence: Sequence[Evidence]) -> dict[str, Node]:
+        """What the answer step reads for `evidence`: its items' leaves and the root."""
+        from knowtree.answer.indexed import evidence_node_ids
+
+        return self._read_nodes([*([self.info.root_id] if self.info.root_id else []), *evidence_node_ids(evidence)])
+
+    def _is_structured(self) -> bool:
+        """Whether the tree was built from its documents' structure: its root has a title (one node read)."""
+        root = self.info.root_id
+        return root is not None and is_structured(self._read_nodes([root]), root)
+
     def node(self, node_id: str) -> Node:
         matches = [n for i, n in self.nodes.items() if i.startswith(node_id)]
         if len(matches) != 1:
@@ -82,7 +100,7 @@ class Tree:
             default_mode=self.kt.settings.ask_mode,
             strategy=strategy,
             navigator=navigator,
-            structured=lambda: is_structured(self.nodes, self.root.id),
+            structured=self._is_structured,
         )
         if plan.route == "memory":  # a memory: answered by its own navigator, with the budget given
             return self.kt.memory(self.name).ask(
@@ -98,7 +116,12 @@ class Tree:
             question,
             budget_tokens=budget_tokens,
             on_step=on_step,
-            walk_options=self.walk_options(max_branch_attempts, leaves_per_branch),
+            # the walk's options read every leaf's length: only for the plans that walk
+            walk_options=(
+                self.walk_options(max_branch_attempts, leaves_per_branch)
+                if plan.route in ("walk", "structured")
+                else None
+            ),
         )
 
     def walk_options(
@@ -158,7 +181,7 @@ class Tree:
 
         budget = budget_tokens or DEFAULT_BUDGET
         return answer_by_parts(
-            self.nodes,
+            self._evidence_nodes,
             self.info.root_id,
             question,
             client,
@@ -174,17 +197,17 @@ class Tree:
         question asking for several facts: per part, as `--mode retrieve` does."""
         from knowtree.answer.indexed import DEFAULT_BUDGET, by_parts
         from knowtree.answer.nav import ask_nav, judged_beam
-        from knowtree.retrieve.treeindex import TreeIndex
         from knowtree.retrieve.treesearch import search_index, shape_of
 
-        index = TreeIndex(self.kt.store, self.name)
+        index = self.kt.tree_index(self.name)
         shape = shape_of(index)  # once for every part
         budget = budget_tokens or DEFAULT_BUDGET
 
         def answer_part(part: str, share: int) -> Answer:
             beam = judged_beam(client, part, on_step=on_step, budget_tokens=share)
             found = search_index(index, part, share, kind=self.info.kind, rerank=beam, shape=shape)
-            return ask_nav(found, self.nodes, self.info.root_id, part, client, budget=share, on_step=on_step)
+            nodes = self._evidence_nodes(found.evidence)
+            return ask_nav(found, nodes, self.info.root_id, part, client, budget=share, on_step=on_step)
 
         got = by_parts(question, client, budget, answer_part, on_step)
         got.usage = client.usage.model_copy()  # each part's answer carried the client's running total
@@ -343,11 +366,10 @@ class Tree:
         index (contextual BM25 + dense scores rolled up the tree), in document order, with scores and
         citations. `embedder`: "default", a name ("hash"), an `Embedder`, or None for BM25 only;
         `scope`: node ids (a collection's documents) the evidence must come from (default: the tree)."""
-        from knowtree.retrieve.treeindex import TreeIndex
         from knowtree.retrieve.treesearch import search_index
 
         return search_index(
-            TreeIndex(self.kt.store, self.name),  # synced first if the tree changed since
+            self.kt.tree_index(self.name),  # synced first if the tree changed since it was read
             question,
             budget_tokens,
             kind=self.info.kind,

@@ -36,6 +36,12 @@ def item_leaf_ids(ev: Evidence) -> list[str]:
     return list(dict.fromkeys(piece_leaf(p) for p in ev.pieces))
 
 
+def evidence_node_ids(evidence: Sequence[Evidence]) -> list[str]:
+    """Every node id the answer step reads for `evidence`: each item's node and the leaves its
+    pieces come from, each once (what a caller loads instead of the whole tree)."""
+    return list(dict.fromkeys(i for ev in evidence for i in (ev.node_id, *item_leaf_ids(ev))))
+
+
 def item_leaves(ev: Evidence, tree_nodes: dict[str, Node]) -> list[Node]:
     """The leaves an evidence item's pieces come from, in order, each once."""
     return [tree_nodes[i] for i in item_leaf_ids(ev) if i in tree_nodes]
@@ -175,7 +181,7 @@ def by_parts(
 
 
 def answer_by_parts(
-    tree_nodes: dict[str, Node],
+    read_nodes: Callable[[Sequence[Evidence]], dict[str, Node]],
     root_id: str | None,
     question: str,
     client: LLMClient,
@@ -184,10 +190,12 @@ def answer_by_parts(
     on_step: Callable[[NavStep], None] | None = None,
 ) -> Answer:
     """`--mode retrieve`: `by_parts`, each part's evidence found by `retrieve(text, budget)` (no
-    model) and answered in one call with its own verified quote."""
+    model) and answered in one call with its own verified quote. `read_nodes(evidence)`: the tree's
+    nodes the answer step needs for that evidence (at least `evidence_node_ids`)."""
 
     def answer_part(part: str, share: int) -> Answer:
-        return answer_from_evidence(tree_nodes, root_id, retrieve(part, share), part, client, share, on_step)
+        evidence = retrieve(part, share)
+        return answer_from_evidence(read_nodes(evidence), root_id, evidence, part, client, share, on_step)
 
     return by_parts(question, client, budget, answer_part, on_step)
 

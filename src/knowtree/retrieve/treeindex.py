@@ -1,7 +1,7 @@
 """A tree's contextual index in the store: built with the tree, updated by content hash, searched fast.
 
 `sync_entries(conn, tree)` runs inside the store's save transaction (a hook on the store,
-registered by `attach(store)`): it derives the contextual entries of the saved tree (`retrieve.context`),
+registered by `retrieve.indexcache.attach(store)`): it derives the contextual entries of the saved tree (`retrieve.context`),
 compares their content hashes with what is indexed and rewrites only the entries that changed,
 in the `tree_index` table and its FTS5 index (external content: BM25 with the porter stemmer over
 `tree_index.body`, the same query building as `retrieve.bm25`). No model call: titles, pages, times
@@ -38,7 +38,6 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.store.protocol import Store
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.types import Node, content_hash
 
@@ -285,14 +284,6 @@ def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
 
-def attach(store: Store) -> None:
-    """Keep the tree index with the trees of `store`: synced in every save's transaction, dropped
-    with the tree. (`KnowTree` attaches it; a store without it is synced on first search.)"""
-    # looked up at call time, so a wrapped sync_entries (benchmarks/bench_tree_index.py) is the one run
-    store.on_save_tree(lambda conn, tree, nodes: sync_entries(conn, tree, nodes))
-    store.on_delete_tree(lambda conn, tree: drop_entries(conn, tree))
-
-
 @dataclass(slots=True)
 class IndexRow:
     id: str
@@ -307,11 +298,8 @@ class IndexRow:
 
 
 class TreeIndex:
-    """The index of one tree in a store: current (synced when the tree changed), searchable.
-
-    index = TreeIndex(store, "docs")
-    lexical, dense = index.search("Who approved the budget?", embedder)
-    """
+    """The index of one tree in a store, synced when the tree changed: `index.lexical(question)` (BM25),
+    `index.dense(question, embedder)`; `retrieve.treesearch.search_index` ranks and packs from it."""
 
     def __init__(self, store: IndexStore, tree: str) -> None:
         self.store = store
@@ -319,23 +307,29 @@ class TreeIndex:
         self.last_sync: SyncReport | None = None
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
+        self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
         self.ensure()
+        self.content = self.store.read(self._state)[1]  # the rows, read later, are never older
+
+    def _state(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
+        """(whether the index is behind its tree, the fingerprint of what its entries come from)."""
+        row = conn.execute("SELECT signature, content FROM tree_index_state WHERE tree = ?", (self.tree,)).fetchone()
+        return row is None or row[0] != signature(conn, self.tree), None if row is None else row[1]
 
     def ensure(self) -> bool:
         """Re-sync when the tree changed since it was indexed (or was saved before the index existed)."""
-
-        def stale(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT signature FROM tree_index_state WHERE tree = ?", (self.tree,)
-            ).fetchone()
-            return row is None or row[0] != signature(conn, self.tree)
-
-        if not self.store.read(stale):
+        if not self.store.read(self._state)[0]:
             return False
         self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
         self._rows = None
         self._vectors = None
+        self.memo = {}
         return True
+
+    def current(self) -> bool:
+        """Whether the index is in step with the tree, no entry changed since this object was made."""
+        behind, content = self.store.read(self._state)
+        return not behind and content is not None and content == self.content
 
     @property
     def rows(self) -> list[IndexRow]:
@@ -495,3 +489,4 @@ def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -
     texts = [(f"{r.context}\n{r.text}" if r.context else r.text)[:EMBED_CHARS] for r in rows]
     parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+

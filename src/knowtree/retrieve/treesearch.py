@@ -70,11 +70,15 @@ class Ranking:
 
 
 def shape_of(index: TreeIndex) -> TreeShape:
-    rows = index.rows
-    return TreeShape(
-        parent={r.id: r.parent for r in rows},
-        leaves=[r.id for r in rows if r.leaf],  # rows come in document order
-    )
+    """The tree's shape as its index rows give it (computed once per index object)."""
+    shape = index.memo.get("shape")
+    if shape is None:
+        rows = index.rows
+        shape = index.memo["shape"] = TreeShape(
+            parent={r.id: r.parent for r in rows},
+            leaves=[r.id for r in rows if r.leaf],  # rows come in document order
+        )
+    return shape
 
 
 def rank_tree(

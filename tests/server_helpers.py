@@ -80,12 +80,17 @@ def start_server(tmp_path: Path, port: int, delay: float = 0.25) -> subprocess.P
          str(tmp_path / "calls.log"), str(delay)],
         env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.err", "ab"),  # noqa: SIM115
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    # a server that exits fails at once; one still starting gets 2 minutes (30 s was not enough for
+    # the import on a 2-core machine busy with a model job)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
                 return proc
         except httpx.HTTPError:
             time.sleep(0.1)
+    code = proc.poll()
     proc.kill()
-    raise AssertionError((tmp_path / "server.err").read_text())
+    proc.wait(10)
+    why = "did not answer /v1/health in 120 s" if code is None else f"exited with {code}"
+    raise AssertionError(f"server {why}: " + (tmp_path / "server.err").read_text())

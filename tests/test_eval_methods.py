@@ -4,12 +4,14 @@ arithmetic of the new metrics on hand-computed cases."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from knowtree.errors import UserError
-from knowtree.llm.base import Request
+from knowtree.llm.base import Completion, Request, TokenLogprob
 from knowtree.llm.client import LLMClient, MemoryCallStore
 from knowtree.retrieve import HashEmbedder, Passage, VectorIndex
 from knowtree.testing.models import FunctionModel, KeywordModel
@@ -284,3 +286,73 @@ def test_eval_command_with_a_model_a_judge_and_a_subset(tmp_path: Path) -> None:
     run = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert run["command"].endswith(f"--judge same --per-corpus 2 --k 5 --budget 2048 --out {out}")
     assert run["dataset"]["questions"] == 2 and len(_records(out)) == 4
+
+
+# -- multiple choice: the letters' probabilities, the reader's lean divided out --------------------
+
+
+def _tokens(*parts: tuple[str, list[tuple[str, float]]]) -> list[TokenLogprob]:
+    return [TokenLogprob(token=t, logprob=top[0][1] if top else 0.0, top=top) for t, top in parts]
+
+
+def test_letter_probs_are_read_where_the_answer_writes_its_letter() -> None:
+    from knowtree_eval.runtime import letter_probs
+
+    ln = math.log
+    split = _tokens(
+        ('{"', []), ("answer", []), ('":', []), (' "(', [(' "(', ln(0.9))]),
+        ("C", [("C", ln(0.5)), ("B", ln(0.3)), (" A", ln(0.1)), ("The", ln(0.05))]),
+        (") They left", []), ('"}', []),
+    )
+    probs = letter_probs(split, 4)
+    assert probs is not None and probs == pytest.approx({"A": 0.1 / 0.9, "B": 0.3 / 0.9, "C": 0.5 / 0.9, "D": 0.0})
+    joined = _tokens(('{"answer": "', []), ("(D", [("(D", ln(0.6)), ("(A", ln(0.2))]), (") x", []), ('"}', []))
+    assert letter_probs(joined, 4) == pytest.approx({"A": 0.25, "B": 0.0, "C": 0.0, "D": 0.75})
+    assert letter_probs(_tokens(('{"answer": "', []), ("the cat", [("the", ln(0.9))]), ('"}', [])), 4) is None
+    # a letter beyond the options is not one of them
+    assert letter_probs(_tokens(('{"answer": "', []), ("E", [("E", ln(0.9))]), ('"}', [])), 4) is None
+
+
+def test_read_answer_asks_for_the_alternatives_only_for_multiple_choice() -> None:
+    from knowtree.core import KnowTree
+    from knowtree_eval.runtime import read_answer
+
+    seen: list[int] = []
+
+    def model(request: Any) -> Any:
+        seen.append(request.logprobs)
+        if not request.logprobs:
+            return {"answer": "Oslo"}
+        text = '{"answer": "(B) Oslo"}'
+        tokens = _tokens(('{"answer": "(', []), ("B", [("B", math.log(0.7)), ("A", math.log(0.3))]), (') Oslo"}', []))
+        return Completion(text=text, input_tokens=10, output_tokens=5, logprobs=tokens)
+
+    with KnowTree(":memory:", model=FunctionModel(model, id="m")) as kt:
+        client = kt.client()
+        assert read_answer(client, "Where?", "In Oslo.") == ("Oslo", None)
+        answer, probs = read_answer(client, "Where?\n\n(A) Bergen\n(B) Oslo", "In Oslo.", 2)
+    assert answer == "(B) Oslo" and probs == pytest.approx({"A": 0.3, "B": 0.7})
+    assert seen[0] == 0 and seen[1] > 0
+
+
+def test_calibrated_accuracy_divides_out_the_readers_lean_without_the_gold_letters() -> None:
+    from knowtree_eval.base import Record
+    from knowtree_eval.summary import calibrated_accuracy
+
+    def rec(gold: str, probs: dict[str, float] | None, choice: str) -> Record:
+        r = Record(case_id=gold + choice, method="m", corpus="c", question="q", gold_letter=gold, choice=choice)
+        r.choice_probs = probs
+        r.metrics["correct"] = float(choice == gold)
+        return r
+
+    leaning = [  # a reader that writes C whenever it is unsure
+        rec("C", {"A": 0.1, "B": 0.1, "C": 0.7, "D": 0.1}, "C"),
+        rec("A", {"A": 0.4, "B": 0.05, "C": 0.5, "D": 0.05}, "C"),
+        rec("B", {"A": 0.05, "B": 0.4, "C": 0.5, "D": 0.05}, "C"),
+        rec("D", {"A": 0.1, "B": 0.1, "C": 0.3, "D": 0.5}, "D"),
+    ]
+    assert sum(r.metrics["correct"] for r in leaning) == 2
+    assert calibrated_accuracy(leaning) == 1.0  # C's mean 0.5 divided out: A and B win where they were close
+    assert calibrated_accuracy([rec("A", None, "A")]) is None  # no distribution: nothing to re-read
+    mixed = [*leaning, rec("A", None, "B")]  # a record without one keeps its letter
+    assert calibrated_accuracy(mixed) == pytest.approx(4 / 5)

@@ -43,6 +43,8 @@ class Record(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     prediction: str | None = None  # the method's answer (None: it gave none, or it does not answer)
     choice: str | None = None  # the option letter read from the prediction (multiple choice)
+    # multiple choice: the reader's probability of each letter where it wrote its own (`read_answer`)
+    choice_probs: dict[str, float] | None = None
     status: str | None = None  # e.g. a walk's "complete" / "partial" / "none"
     retrieved: list[str] = Field(default_factory=list)  # passage ids the method read, best first
     metrics: dict[str, float | None] = Field(default_factory=dict)

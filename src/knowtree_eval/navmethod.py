@@ -40,9 +40,9 @@ class NavMethod(TreeMethod):
                 built, asked, judged_beam(client, asked, self.options, budget_tokens=self.budget)
             )
             if self.answer:
-                record.prediction, read = self.answer_from(found.evidence, case, client)
+                self.answer_from(found.evidence, case, client, record)
             else:
-                read = sum(ev.tokens for ev in found.evidence)
+                record.tokens_read = sum(ev.tokens for ev in found.evidence)
             account(record, client, run_id)
         nav = found.reranked
         assert isinstance(nav, NavResult)
@@ -55,7 +55,7 @@ class NavMethod(TreeMethod):
         if self.answer:
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)
-        record.tokens_read = read + nav.shown_chars // 4
+        record.tokens_read += nav.shown_chars // 4  # the judged snippets were read too
         record.status = "fallback" if nav.fallbacks else "judged"
         record.wall_s = time.perf_counter() - started
         return record

@@ -29,6 +29,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
         parts = []
         if s["accuracy"] is not None:
             parts.append(f"accuracy: {s['accuracy']:.3f} ({s['accuracy_n']} questions)")
+            if s.get("accuracy_calibrated") is not None:
+                parts.append(f"letter bias divided out: {s['accuracy_calibrated']:.3f}")
         if s["f1"] is not None:
             parts.append(f"EM: {s['em']:.3f}, F1: {s['f1']:.3f} ({s['answer_n']} questions)")
         if s["judged"] is not None:

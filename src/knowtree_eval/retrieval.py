@@ -55,12 +55,12 @@ class BM25Method:
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget)
         record.tokens_read = sum(lengths[: len(top)])
         if self.answer:
-            from knowtree_eval.runtime import answer_from_text
+            from knowtree_eval.runtime import read_answer
 
             runtime = ctx.need_runtime()
             with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
                 text = "\n\n".join(f"[{i + 1}] {ctx.corpus.text(p)}" for i, p in enumerate(top))
-                record.prediction = answer_from_text(client, case.prompt(), text)
+                record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

@@ -7,7 +7,9 @@ run whose id becomes the record's `trace_id` (`knowtree ledger --db DB` shows it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from knowtree_eval import prompts
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
+    from knowtree.llm.base import TokenLogprob
     from knowtree.llm.client import LLMClient
 
 
@@ -83,8 +86,49 @@ class AnswerReply(BaseModel):  # no docstring: it would go into the schema sent
 ANSWER_SCHEMA = prompts.reply_schema(AnswerReply)
 
 
-def answer_from_text(client: LLMClient, question: str, text: str) -> str:
-    """One call: the question answered from `text` alone (the reader every retrieval method shares)."""
+LETTER_ALTERNATIVES = 8  # alternatives per reply token asked for when reading a multiple-choice answer
+_LETTER_AT = re.compile(r'"answer"\s*:\s*"\s*\(?\s*(?=[A-Z])')
+
+
+def read_answer(
+    client: LLMClient, question: str, text: str, letters: int = 0
+) -> tuple[str, dict[str, float] | None]:
+    """One call: the question answered from `text` alone (the reader every method that answers
+    shares); for a question with `letters` lettered options, also the probability the model gave
+    each letter where it wrote its own (None when the backend reports no log-probabilities
+    or the reply starts with no letter). The answer is the same call's: asking for the alternatives
+    does not change what the model writes."""
     messages = prompts.messages("eval_answer", text=text, question=question)
-    result = client.structured(messages, AnswerReply, schema=ANSWER_SCHEMA, purpose="answer", max_tokens=200)
-    return result.value.answer.strip()
+    result = client.structured(
+        messages,
+        AnswerReply,
+        schema=ANSWER_SCHEMA,
+        purpose="answer",
+        max_tokens=200,
+        logprobs=LETTER_ALTERNATIVES if letters else 0,
+    )
+    probs = letter_probs(result.logprobs, letters) if letters and result.logprobs else None
+    return result.value.answer.strip(), probs
+
+
+def letter_probs(tokens: Sequence[TokenLogprob], letters: int) -> dict[str, float] | None:
+    """The model's distribution over the option letters A.. at the token where its answer's letter
+    is (`{"answer": "(C) …"}`): each alternative that is one of the letters (spaces and "(" aside)
+    adds its probability; normalized over the letters. None when the reply has no letter there."""
+    text, starts = "", []
+    for t in tokens:
+        starts.append(len(text))
+        text += t.token
+    found = _LETTER_AT.search(text)
+    if found is None:
+        return None
+    at = found.end()
+    i = max(j for j, start in enumerate(starts) if start <= at)
+    allowed = [chr(65 + k) for k in range(letters)]
+    mass = dict.fromkeys(allowed, 0.0)
+    for alternative, logprob in tokens[i].top:
+        word = alternative.strip().lstrip("(").strip()
+        if word in mass:
+            mass[word] += math.exp(logprob)
+    total = sum(mass.values())
+    return {k: v / total for k, v in mass.items()} if total > 0 else None

@@ -39,6 +39,7 @@ def _stats(records: Sequence[Record]) -> dict[str, Any]:
         "questions": len(records),
         "errors": sum(1 for r in records if r.error),
         "accuracy": metric("correct"),
+        "accuracy_calibrated": calibrated_accuracy(records),
         "accuracy_n": count("correct"),
         "em": metric("em"),
         "f1": metric("f1"),
@@ -62,6 +63,25 @@ def _stats(records: Sequence[Record]) -> dict[str, Any]:
         "wall_s": sum(r.wall_s for r in records),
         "wall_s_mean": mean(r.wall_s for r in records),
     }
+
+
+def calibrated_accuracy(records: Sequence[Record]) -> float | None:
+    """Multiple choice: the accuracy when each answer's letter is re-read with the reader's lean
+    towards some letters divided out: argmax over letters of p(letter) / mean p(letter), the mean
+    over these records' distributions (`Record.choice_probs`; no gold letter is used). A record
+    without a distribution keeps its letter. None when no record has one."""
+    scored = [r for r in records if r.metrics.get("correct") is not None]
+    dists = [r.choice_probs for r in scored if r.choice_probs]
+    if not dists:
+        return None
+    letters = sorted({k for d in dists for k in d})
+    prior = {k: max(sum(d.get(k, 0.0) for d in dists) / len(dists), 1e-9) for k in letters}
+    right = 0
+    for r in scored:
+        d = r.choice_probs
+        pick = max(d, key=lambda k: d[k] / prior[k]) if d else r.choice
+        right += pick == r.gold_letter
+    return right / len(scored)
 
 
 def summarize(

@@ -265,12 +265,14 @@ class TreeMethod:
         nodes = [n.model_copy(update={"meta": done.metas[n.id]}) if n.id in done.metas else n for n in tree.nodes]
         return CorpusTree(nodes, tree.root_id, tree.passage_of, tree.kind)
 
-    def answer_from(self, evidence: list[Evidence], case: Case, client: Any) -> tuple[str, int]:
-        """The packed evidence answered in one call: (prediction, tokens read)."""
-        from knowtree_eval.runtime import answer_from_text
+    def answer_from(self, evidence: list[Evidence], case: Case, client: Any, record: Record) -> None:
+        """The packed evidence answered in one call, into `record`: its prediction (with the letters'
+        probabilities for multiple choice) and the tokens read."""
+        from knowtree_eval.runtime import read_answer
 
         text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
-        return answer_from_text(client, case.prompt(), text), sum(ev.tokens for ev in evidence)
+        record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
+        record.tokens_read = sum(ev.tokens for ev in evidence)
 
     def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:
         """The product's retrieval sequence (`search_index`: rank, optional re-ranking, pack the
@@ -305,7 +307,7 @@ class TreeMethod:
                 client,
                 run_id,
             ):
-                record.prediction, record.tokens_read = self.answer_from(found.evidence, case, client)
+                self.answer_from(found.evidence, case, client, record)
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

@@ -120,6 +120,20 @@ CORPUS: dict[str, str] = {
 }
 
 
+def count_node_loads(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[int]:
+    """From now on, the number of nodes each `store.load_nodes` call returns (the list fills as calls happen)."""
+    loaded: list[int] = []
+    real = store.load_nodes
+
+    def spy(name: str, ids: Any = None) -> Any:
+        out = real(name, ids)
+        loaded.append(len(out))
+        return out
+
+    monkeypatch.setattr(store, "load_nodes", spy)
+    return loaded
+
+
 def write_corpus(directory: Path, files: dict[str, str] | None = None) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from conftest import count_node_loads
 from knowtree.core import KnowTree
 from knowtree.llm.base import Request
 from knowtree.testing.models import FunctionModel, KeywordModel
@@ -134,15 +135,7 @@ def test_context_loads_only_the_evidence_messages_and_reads_them_as_the_whole_me
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         mem = _memory(kt, chat)
         everything = len(kt.store.load_nodes("lm"))
-        loaded: list[int] = []
-        real = kt.store.load_nodes
-
-        def spy(name: str, ids: Any = None) -> Any:
-            out = real(name, ids)
-            loaded.append(len(out))
-            return out
-
-        monkeypatch.setattr(kt.store, "load_nodes", spy)
+        loaded = count_node_loads(monkeypatch, kt.store)
         light = [mem.context(q, 120, use_model=False) for q in questions]
         assert loaded and max(loaded) < everything / 2  # the evidence's messages and the root, not the memory
         # the reference: the same evidence read by a navigator over every node and message

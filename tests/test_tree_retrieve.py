@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import knowtree.retrieve.treeindex as treeindex
-from conftest import CORPUS, write_corpus
+from conftest import CORPUS, count_node_loads, write_corpus
 from knowtree.cli.app import app
 from knowtree.core import KnowTree
 from knowtree.retrieve.context import split_pieces, tree_entries
@@ -698,15 +698,7 @@ def test_asking_from_the_index_reads_only_the_evidence_nodes_and_answers_as_the_
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         kt.build(write_corpus(tmp_path / "docs", files), tree="t")
         everything = len(kt.store.load_nodes("t"))
-        loaded: list[int] = []
-        real = kt.store.load_nodes
-
-        def spy(name: str, ids: Any = None) -> Any:
-            out = real(name, ids)
-            loaded.append(len(out))
-            return out
-
-        monkeypatch.setattr(kt.store, "load_nodes", spy)
+        loaded = count_node_loads(monkeypatch, kt.store)
         light = [kt.tree("t").ask(q, mode=m, budget_tokens=120) for q, m in asked]
         assert loaded and max(loaded) < everything / 3
         full = []

@@ -329,8 +329,9 @@ def test_read_answer_asks_for_the_alternatives_only_for_multiple_choice() -> Non
 
     with KnowTree(":memory:", model=FunctionModel(model, id="m")) as kt:
         client = kt.client()
-        assert read_answer(client, "Where?", "In Oslo.") == ("Oslo", None)
-        answer, probs = read_answer(client, "Where?\n\n(A) Bergen\n(B) Oslo", "In Oslo.", 2)
+        assert read_answer(client, ds.Case("q1", "Where?", "c"), "In Oslo.") == ("Oslo", None)
+        choice = ds.Case("q2", "Where?", "c", options=["Bergen", "Oslo"], gold_letter="B")
+        answer, probs = read_answer(client, choice, "In Oslo.")
     assert answer == "(B) Oslo" and probs == pytest.approx({"A": 0.3, "B": 0.7})
     assert seen[0] == 0 and seen[1] > 0
 

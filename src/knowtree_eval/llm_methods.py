@@ -223,7 +223,7 @@ class FullTextMethod:
         text = SEP.join(ctx.corpus.text(p) for p in kept)
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
+            record.prediction, record.choice_probs = read_answer(client, case, text)
             account(record, client, run_id)
         record.retrieved = kept
         record.tokens_read = sum(ctx.tokens(ctx.corpus.text(p)) for p in kept)
@@ -275,7 +275,7 @@ class RaptorMethod:
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
+            record.prediction, record.choice_probs = read_answer(client, case, text)
             account(record, client, run_id)
         # evidence is passages: count those read directly (a summary is not the evidence itself)
         record.retrieved = [nodes[i].id for i in chosen if nodes[i].level == 0]

@@ -60,7 +60,7 @@ class BM25Method:
             runtime = ctx.need_runtime()
             with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
                 text = "\n\n".join(f"[{i + 1}] {ctx.corpus.text(p)}" for i, p in enumerate(top))
-                record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
+                record.prediction, record.choice_probs = read_answer(client, case, text)
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from knowtree.llm.grades import alternatives_at
 from knowtree_eval import prompts
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
     from knowtree.llm.base import TokenLogprob
     from knowtree.llm.client import LLMClient
+    from knowtree_eval.datasets import Case
 
 
 @dataclass
@@ -90,15 +92,14 @@ LETTER_ALTERNATIVES = 8  # alternatives per reply token asked for when reading a
 _LETTER_AT = re.compile(r'"answer"\s*:\s*"\s*\(?\s*(?=[A-Z])')
 
 
-def read_answer(
-    client: LLMClient, question: str, text: str, letters: int = 0
-) -> tuple[str, dict[str, float] | None]:
-    """One call: the question answered from `text` alone (the reader every method that answers
-    shares); for a question with `letters` lettered options, also the probability the model gave
-    each letter where it wrote its own (None when the backend reports no log-probabilities
-    or the reply starts with no letter). The answer is the same call's: asking for the alternatives
-    does not change what the model writes."""
-    messages = prompts.messages("eval_answer", text=text, question=question)
+def read_answer(client: LLMClient, case: Case, text: str) -> tuple[str, dict[str, float] | None]:
+    """One call: `case` (its question as a model sees it) answered from `text` alone, the reader every
+    method that answers shares; for a multiple-choice question, also the probability the model gave
+    each letter where it wrote its own (None when the backend reports no log-probabilities or the
+    reply starts with no letter). The answer is the same call's: asking for the alternatives does
+    not change what the model writes."""
+    letters = len(case.options or [])
+    messages = prompts.messages("eval_answer", text=text, question=case.prompt())
     result = client.structured(
         messages,
         AnswerReply,
@@ -115,18 +116,11 @@ def letter_probs(tokens: Sequence[TokenLogprob], letters: int) -> dict[str, floa
     """The model's distribution over the option letters A.. at the token where its answer's letter
     is (`{"answer": "(C) …"}`): each alternative that is one of the letters (spaces and "(" aside)
     adds its probability; normalized over the letters. None when the reply has no letter there."""
-    text, starts = "", []
-    for t in tokens:
-        starts.append(len(text))
-        text += t.token
-    found = _LETTER_AT.search(text)
+    found = next(alternatives_at(tokens, _LETTER_AT), None)
     if found is None:
         return None
-    at = found.end()
-    i = max(j for j, start in enumerate(starts) if start <= at)
-    allowed = [chr(65 + k) for k in range(letters)]
-    mass = dict.fromkeys(allowed, 0.0)
-    for alternative, logprob in tokens[i].top:
+    mass = dict.fromkeys((chr(65 + k) for k in range(letters)), 0.0)
+    for alternative, logprob in found[1]:
         word = alternative.strip().lstrip("(").strip()
         if word in mass:
             mass[word] += math.exp(logprob)

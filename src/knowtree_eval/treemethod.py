@@ -271,7 +271,7 @@ class TreeMethod:
         from knowtree_eval.runtime import read_answer
 
         text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
-        record.prediction, record.choice_probs = read_answer(client, case.prompt(), text, len(case.options or []))
+        record.prediction, record.choice_probs = read_answer(client, case, text)
         record.tokens_read = sum(ev.tokens for ev in evidence)
 
     def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
@@ -26,6 +26,20 @@ class JudgeReply(RootModel[dict[str, Grade]]):
     """The judge's reply: candidate number → grade."""
 
 
+def alternatives_at(
+    tokens: Sequence[TokenLogprob], pattern: re.Pattern[str]
+) -> Iterator[tuple[re.Match[str], list[tuple[str, float]]]]:
+    """For each match of `pattern` in the reply's text (its tokens joined), the alternatives the model
+    weighed at the token that covers the match's end (where a grade or a letter starts)."""
+    text, starts = "", []
+    for t in tokens:
+        starts.append(len(text))
+        text += t.token
+    for match in pattern.finditer(text):
+        at = match.end()
+        yield match, tokens[max(j for j, start in enumerate(starts) if start <= at)].top
+
+
 def soft_grades(tokens: Sequence[TokenLogprob]) -> dict[str, float]:
     """Candidate number → expected grade under the model's own distribution at the grade's first token.
 
@@ -34,16 +48,10 @@ def soft_grades(tokens: Sequence[TokenLogprob]) -> dict[str, float]:
     start of a grade (`y`, `yes`, `Yes`, `part`, `no`…) adds its probability to that grade; the
     result is Σ P(g)·score(g) / Σ P(g). A number whose grade token offers no grade word is left out
     (the emitted word counts for it)."""
-    text, starts = "", []
-    for t in tokens:
-        starts.append(len(text))
-        text += t.token
     out: dict[str, float] = {}
-    for match in _GRADE_AT.finditer(text):
-        at = match.end()
-        i = max(j for j, start in enumerate(starts) if start <= at)
+    for match, top in alternatives_at(tokens, _GRADE_AT):
         mass = dict.fromkeys(GRADE_SCORE, 0.0)
-        for alternative, logprob in tokens[i].top:
+        for alternative, logprob in top:
             word = _WORD.search(alternative.lower())
             if word is None:
                 continue

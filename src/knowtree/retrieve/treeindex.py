@@ -308,8 +308,8 @@ class TreeIndex:
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
         self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
+        self.content: str | None = None  # what the entries come from; the rows, read later, are never older
         self.ensure()
-        self.content = self.store.read(self._state)[1]  # the rows, read later, are never older
 
     def _state(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
         """(whether the index is behind its tree, the fingerprint of what its entries come from)."""
@@ -317,14 +317,18 @@ class TreeIndex:
         return row is None or row[0] != signature(conn, self.tree), None if row is None else row[1]
 
     def ensure(self) -> bool:
-        """Re-sync when the tree changed since it was indexed (or was saved before the index existed)."""
-        if not self.store.read(self._state)[0]:
-            return False
-        self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
-        self._rows = None
-        self._vectors = None
-        self.memo = {}
-        return True
+        """Re-sync when the tree changed since it was indexed (or was saved before the index existed),
+        and forget what this object read when the entries changed since; True when it re-synced."""
+        behind, content = self.store.read(self._state)
+        if behind:
+            self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
+            content = self.store.read(self._state)[1]
+        if behind or content != self.content:
+            self._rows = None
+            self._vectors = None
+            self.memo = {}
+            self.content = content
+        return behind
 
     def current(self) -> bool:
         """Whether the index is in step with the tree, no entry changed since this object was made."""

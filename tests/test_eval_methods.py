@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -329,11 +330,100 @@ def test_read_answer_asks_for_the_alternatives_only_for_multiple_choice() -> Non
 
     with KnowTree(":memory:", model=FunctionModel(model, id="m")) as kt:
         client = kt.client()
-        assert read_answer(client, ds.Case("q1", "Where?", "c"), "In Oslo.") == ("Oslo", None)
+        assert read_answer(client, ds.Case("q1", "Where?", "c"), "In Oslo.") == ("Oslo", None, None)
         choice = ds.Case("q2", "Where?", "c", options=["Bergen", "Oslo"], gold_letter="B")
-        answer, probs = read_answer(client, choice, "In Oslo.")
-    assert answer == "(B) Oslo" and probs == pytest.approx({"A": 0.3, "B": 0.7})
-    assert seen[0] == 0 and seen[1] > 0
+        answer, probs, readings = read_answer(client, choice, "In Oslo.")
+        assert read_answer(client, ds.Case("q3", "Where now?", "c"), "In Oslo.", reads=2) == ("Oslo", None, None)
+    assert answer == "(B) Oslo" and probs == pytest.approx({"A": 0.3, "B": 0.7}) and readings is None
+    assert seen[0] == 0 and seen[1] > 0 and seen[2] == 0 and len(seen) == 3  # a free-form question: read once
+
+
+def _leaning_reader(lean: dict[str, float], right: str, seen: list[list[str]]) -> Any:
+    """A reader whose letter probabilities are (2 for the right option's text, else 1) × its lean
+    towards the letter the option is shown at; it writes the letter it likes best."""
+
+    def model(request: Any) -> Any:
+        prompt = request.messages[-1].content
+        shown = re.findall(r"^\(([A-D])\) (.+)$", prompt, re.M)
+        if not shown:
+            return {"answer": "Ingrid Solberg"}
+        seen.append([text for _, text in shown])
+        weight = {letter: (2.0 if text == right else 1.0) * lean[letter] for letter, text in shown}
+        total = sum(weight.values())
+        best = max(weight, key=lambda k: weight[k])
+        top = [(letter, math.log(w / total)) for letter, w in weight.items()]
+        text = dict(shown)[best]
+        tokens = _tokens(('{"answer": "(', []), (best, top), (f') {text}"}}', []))
+        return Completion(text=f'{{"answer": "({best}) {text}"}}', input_tokens=10, output_tokens=5, logprobs=tokens)
+
+    return model
+
+
+def test_two_readings_with_the_options_rotated_offset_the_readers_lean() -> None:
+    from knowtree.core import KnowTree
+    from knowtree_eval.runtime import read_answer
+
+    lean = {"A": 0.5, "B": 1.0, "C": 2.0, "D": 1.0}  # the 1.5B model's: away from A, towards C
+    options = ["the right one", "west", "north", "east"]
+    case = ds.Case("q", "Which?", "c", options=options, gold_letter="A")
+    seen: list[list[str]] = []
+    with KnowTree(":memory:", model=FunctionModel(_leaning_reader(lean, "the right one", seen), id="m")) as kt:
+        once = read_answer(kt.client(), case, "text")
+        twice = read_answer(kt.client(), case, "text", reads=2)
+        four = read_answer(kt.client(), case, "text", reads=4)
+    assert once[0] == "(C) north" and once[2] is None  # the lean wins a single reading
+    # the second reading shows C D A B: the right option at the letter the reader likes
+    assert seen[1] == ["north", "east", "the right one", "west"]
+    answer, probs, readings = twice
+    assert readings is not None and len(readings) == 2
+    assert readings[0] == pytest.approx({"A": 0.2, "B": 0.2, "C": 0.4, "D": 0.2})
+    assert readings[1] == pytest.approx({"A": 4 / 6.5, "B": 1 / 6.5, "C": 0.5 / 6.5, "D": 1 / 6.5})
+    assert probs == pytest.approx({k: (readings[0][k] + readings[1][k]) / 2 for k in "ABCD"})
+    assert answer == "(A) the right one"  # by the options' own letters, whatever the reading showed
+    # four readings: every place once (the two shown already come from the cache)
+    assert seen[2:] == [options[i:] + options[:i] for i in (1, 3)]
+    assert four[0] == "(A) the right one" and four[2] is not None and len(four[2]) == 4
+
+
+def test_eval_reads_each_multiple_choice_question_twice_when_asked(tmp_path: Path) -> None:
+    from knowtree_eval.runner import run_eval
+
+    data = write_dataset(tmp_path)
+    lean = {"A": 0.5, "B": 1.0, "C": 2.0, "D": 1.0}
+    seen: list[list[str]] = []
+    reader = FunctionModel(_leaning_reader(lean, "aluminium", seen), id="m")
+    out = tmp_path / "o"
+    run = {"model_object": reader, "progress": False, "embedder": "hash", "budget": 300}
+    run_eval("jsonl", data, "fulltext,retrieve", out, corpus="town", choice_reads=2, **run)
+    records = {(r["method"], r["case_id"]): r for r in _records(out)}
+    for method in ("fulltext", "retrieve"):
+        mc = records[(method, "q3")]
+        assert len(mc["choice_reads"]) == 2 and mc["choice"] == "B" and mc["metrics"]["correct"] == 1.0
+        free = records[(method, "q1")]
+        assert free["error"] is None and free["prediction"] == "Ingrid Solberg" and free["choice_reads"] is None
+    assert ["gold", "copper", "silver", "aluminium"] in seen  # the second reading, rotated by two
+    info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert "--choice-reads 2" in info["command"] and info["resume_key"]["choice_reads"] == 2
+    with pytest.raises(UserError, match="choice_reads: 2 → None"):  # one reading is another evaluation
+        run_eval("jsonl", data, "fulltext", out, corpus="town", **run)
+    with pytest.raises(UserError, match="at least 1"):
+        run_eval("jsonl", data, "fulltext", tmp_path / "o2", choice_reads=0, **run)
+
+
+def test_without_log_probabilities_a_question_is_read_once() -> None:
+    from knowtree.core import KnowTree
+    from knowtree_eval.runtime import read_answer
+
+    calls: list[int] = []
+
+    def model(request: Any) -> Any:
+        calls.append(1)
+        return {"answer": "(C) north"}
+
+    case = ds.Case("q", "Which?", "c", options=["a", "b", "north", "d"], gold_letter="A")
+    with KnowTree(":memory:", model=FunctionModel(model, id="m")) as kt:
+        assert read_answer(kt.client(), case, "text", reads=2) == ("(C) north", None, None)
+    assert len(calls) == 1
 
 
 def test_calibrated_accuracy_divides_out_the_readers_lean_without_the_gold_letters() -> None:

@@ -45,6 +45,9 @@ class Record(BaseModel):
     choice: str | None = None  # the option letter read from the prediction (multiple choice)
     # multiple choice: the reader's probability of each letter where it wrote its own (`read_answer`)
     choice_probs: dict[str, float] | None = None
+    # multiple choice read more than once (`--choice-reads`): each reading's letter probabilities, by
+    # the options' own letters; `choice_probs` is their mean, `prediction` its best option
+    choice_reads: list[dict[str, float]] | None = None
     status: str | None = None  # e.g. a walk's "complete" / "partial" / "none"
     retrieved: list[str] = Field(default_factory=list)  # passage ids the method read, best first
     metrics: dict[str, float | None] = Field(default_factory=dict)

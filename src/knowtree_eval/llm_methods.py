@@ -25,8 +25,7 @@ from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_h
 from knowtree_eval import metrics as m
 from knowtree_eval.base import CorpusContext, MethodFactory, MethodParams, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.runtime import read_answer
-from knowtree_eval.scoring import account, answer_metrics, base_record, read_metrics
+from knowtree_eval.scoring import account, answer_metrics, base_record, read_into, read_metrics
 
 SEP = "\n\n"
 
@@ -223,7 +222,7 @@ class FullTextMethod:
         text = SEP.join(ctx.corpus.text(p) for p in kept)
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            record.prediction, record.choice_probs = read_answer(client, case, text)
+            read_into(record, client, case, text, runtime.choice_reads)
             account(record, client, run_id)
         record.retrieved = kept
         record.tokens_read = sum(ctx.tokens(ctx.corpus.text(p)) for p in kept)
@@ -275,7 +274,7 @@ class RaptorMethod:
         runtime = ctx.need_runtime()
         record = base_record(case, self.name)
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            record.prediction, record.choice_probs = read_answer(client, case, text)
+            read_into(record, client, case, text, runtime.choice_reads)
             account(record, client, run_id)
         # evidence is passages: count those read directly (a summary is not the evidence itself)
         record.retrieved = [nodes[i].id for i in chosen if nodes[i].level == 0]

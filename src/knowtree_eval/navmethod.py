@@ -40,7 +40,7 @@ class NavMethod(TreeMethod):
                 built, asked, judged_beam(client, asked, self.options, budget_tokens=self.budget)
             )
             if self.answer:
-                self.answer_from(found.evidence, case, client, record)
+                self.answer_from(found.evidence, case, client, record, runtime.choice_reads)
             else:
                 record.tokens_read = sum(ev.tokens for ev in found.evidence)
             account(record, client, run_id)

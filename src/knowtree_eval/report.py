@@ -150,6 +150,7 @@ def equivalent_command(
     *,
     skip: int | None = None,
     nav: str | None = None,
+    choice_reads: int = 1,
 ) -> str:
     """The `knowtree eval` command line that reproduces this run (also for runs started from Python)."""
     args = ["knowtree", "eval", kind, str(path), "--method", ",".join(methods)]
@@ -171,6 +172,8 @@ def equivalent_command(
         args += ["--limit", str(limit)]
     if nav:
         args += ["--nav", nav]
+    if choice_reads != 1:
+        args += ["--choice-reads", str(choice_reads)]
     args += ["--k", str(k), "--budget", str(budget)]
     if seed:
         args += ["--seed", str(seed)]

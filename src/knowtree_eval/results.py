@@ -29,7 +29,9 @@ def previous_run(out: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{run_file}: unreadable ({exc}); choose another --out or remove it") from exc
     old = info.get("resume_key") or {}
-    changed = [f"{n}: {old.get(n)!r} → {key[n]!r}" for n in key if old.get(n) != key[n]]
+    # both ways: a setting recorded only when set (`nav`, `choice_reads`) and now left out changed too
+    names = list(dict.fromkeys([*key, *old]))
+    changed = [f"{n}: {old.get(n)!r} → {key.get(n)!r}" for n in names if old.get(n) != key.get(n)]
     if changed:
         raise UserError(
             f"{out} holds a different evaluation ({'; '.join(changed)}): "

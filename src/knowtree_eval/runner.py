@@ -95,6 +95,7 @@ def run_eval(
     on_tick: TickSink | None = None,
     skip: int | None = None,
     nav: str | None = None,
+    choice_reads: int = 1,
 ) -> dict[str, Any]:
     """Evaluate `methods` ("bm25" or "bm25,walk", or a list) on a dataset; returns the summary dict.
 
@@ -109,6 +110,10 @@ def run_eval(
     questions of each, `skip` drops the first N of what is left (a second subset: `skip=40, limit=40`),
     `limit` keeps the first N overall.
 
+    `choice_reads` > 1 reads each multiple-choice question that many times, its options rotated, and
+    answers with the option of the highest mean letter probability (`runtime.read_answer`); every
+    method that answers uses the same reader. Part of the run's identity when not 1.
+
     `nav` sets the `nav`/`nav-judge` options ("rounds=1,candidates=8", names of
     `knowtree.answer.nav.NavOptions`); it is part of the run's identity, so a resumed run keeps them.
 
@@ -122,6 +127,8 @@ def run_eval(
         raise UserError(f"k must be at least 1, got {k}")
     if budget < 1:
         raise UserError(f"the token budget must be at least 1, got {budget}")
+    if choice_reads < 1:
+        raise UserError(f"--choice-reads must be at least 1, got {choice_reads}")
     names = parse_methods(methods)
     kind = kind.lower()
     pages_path = None
@@ -155,6 +162,8 @@ def run_eval(
     }
     if nav:  # only when set, so runs recorded before the option existed still resume
         key["nav"] = nav
+    if choice_reads != 1:  # the same
+        key["choice_reads"] = choice_reads
     info = previous_run(out, key)
     done, unreadable = load_records(out / RESULTS)
     session: dict[str, Any] = {
@@ -186,6 +195,7 @@ def run_eval(
         names_wanted,
         skip=skip,
         nav=nav,
+        choice_reads=choice_reads,
     )
     info = info or {"started": session["started"], "sessions": [], "setup_s": {}}
     info.update(
@@ -222,6 +232,7 @@ def run_eval(
         model_object=model_object,
         judge=judge,
         judge_object=judge_object,
+        choice_reads=choice_reads,
     )
 
     sink: ProgressSink | None = (_stderr if progress is True else progress) or None

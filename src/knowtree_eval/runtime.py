@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from knowtree.llm.grades import alternatives_at
 from knowtree_eval import prompts
+from knowtree_eval.datasets.base import question_prompt
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
@@ -35,6 +36,8 @@ class Runtime:
     model_object: Any = None  # a Model instance (tests pass a scripted one); wins over `model`
     judge: str | None = None  # judge model string; "same" = the run's model
     judge_object: Any = None
+    #: multiple choice: how many times the reader reads each question, its options rotated (`read_answer`)
+    choice_reads: int = 1
     _kt: KnowTree | None = field(default=None, repr=False)
     _judge_kt: KnowTree | None = field(default=None, repr=False)
 
@@ -92,23 +95,63 @@ LETTER_ALTERNATIVES = 8  # alternatives per reply token asked for when reading a
 _LETTER_AT = re.compile(r'"answer"\s*:\s*"\s*\(?\s*(?=[A-Z])')
 
 
-def read_answer(client: LLMClient, case: Case, text: str) -> tuple[str, dict[str, float] | None]:
-    """One call: `case` (its question as a model sees it) answered from `text` alone, the reader every
-    method that answers shares; for a multiple-choice question, also the probability the model gave
-    each letter where it wrote its own (None when the backend reports no log-probabilities or the
-    reply starts with no letter). The answer is the same call's: asking for the alternatives does
-    not change what the model writes."""
-    letters = len(case.options or [])
-    messages = prompts.messages("eval_answer", text=text, question=case.prompt())
+def read_answer(
+    client: LLMClient, case: Case, text: str, reads: int = 1
+) -> tuple[str, dict[str, float] | None, list[dict[str, float]] | None]:
+    """`case` (its question as a model sees it) answered from `text` alone, the reader every method
+    that answers shares: (the answer, the probability of each option letter, each reading's
+    probabilities), the last two None for a free-form question or where the backend reports no
+    log-probabilities.
+
+    One call, unless a multiple-choice question is read `reads` > 1 times: then reading i shows the
+    options rotated by i·n/reads places (with two readings and four options, A B C D and C D A B),
+    each reading's letter probabilities are mapped back to the options, and the answer is the option
+    with the highest mean probability. A small reader leans towards some letters whatever the text
+    says (the 1.5B model: away from A, towards C); an option shown at several places is judged on
+    its content more than on its place (the cyclic permutations of Zheng et al. 2024, "Large
+    Language Models Are Not Robust Multiple Choice Selectors"). The readings share the text, so a
+    backend reusing the prompt's prefix (llama.cpp) re-reads only the question. Without log-
+    probabilities a second reading could only vote, and two votes cannot break a tie: the first
+    reading's answer stands and no more are made."""
+    options = list(case.options or [])
+    prediction, probs = _read_once(client, case.question, options, text)
+    if not options or probs is None:
+        return prediction, probs, None
+    n = len(options)
+    readings = [probs]
+    for i in range(1, max(1, min(reads, n))):
+        shift = i * n // reads
+        rotated = options[shift:] + options[:shift]
+        _, shown = _read_once(client, case.question, rotated, text)
+        if shown is not None:  # letter j of this reading is option (j + shift) mod n
+            readings.append({_letter((j + shift) % n): shown[_letter(j)] for j in range(n)})
+    if len(readings) == 1:
+        return prediction, probs, None
+    mean = {k: sum(r[k] for r in readings) / len(readings) for k in probs}
+    best = max(mean, key=lambda k: mean[k])
+    if not prediction.lstrip("( ").startswith(best):  # the first reading chose another option
+        prediction = f"({best}) {options[ord(best) - 65]}"
+    return prediction, mean, readings
+
+
+def _letter(i: int) -> str:
+    return chr(65 + i)
+
+
+def _read_once(
+    client: LLMClient, question: str, options: list[str], text: str
+) -> tuple[str, dict[str, float] | None]:
+    """One answer call over `text`, the question shown with `options` lettered in this order."""
+    messages = prompts.messages("eval_answer", text=text, question=question_prompt(question, options))
     result = client.structured(
         messages,
         AnswerReply,
         schema=ANSWER_SCHEMA,
         purpose="answer",
         max_tokens=200,
-        logprobs=LETTER_ALTERNATIVES if letters else 0,
+        logprobs=LETTER_ALTERNATIVES if options else 0,
     )
-    probs = letter_probs(result.logprobs, letters) if letters and result.logprobs else None
+    probs = letter_probs(result.logprobs, len(options)) if options and result.logprobs else None
     return result.value.answer.strip(), probs
 
 

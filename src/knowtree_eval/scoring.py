@@ -1,4 +1,4 @@
-"""Filling a `Record`: the metrics every method is scored with, and its LLM usage."""
+"""Filling a `Record`: the metrics every method is scored with, its reader's answer, its LLM usage."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from knowtree_eval import metrics as m
 from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case, Corpus
+from knowtree_eval.runtime import read_answer
 
 
 def evidence_labels(corpus: Corpus, ranked: Sequence[str], gold: Sequence[str]) -> list[str]:
@@ -82,6 +83,11 @@ def base_record(case: Case, method: str) -> Record:
         gold_letter=case.gold_letter,
         evidence=list(case.evidence),
     )
+
+
+def read_into(record: Record, client: Any, case: Case, text: str, reads: int = 1) -> None:
+    """`runtime.read_answer` into `record`: its prediction, letter probabilities and readings."""
+    record.prediction, record.choice_probs, record.choice_reads = read_answer(client, case, text, reads)
 
 
 def account(record: Record, client: Any, run_id: str) -> None:

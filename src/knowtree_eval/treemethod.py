@@ -26,7 +26,7 @@ from knowtree.retrieve.treescore import ScoreParams
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.scoring import account, answer_metrics, base_record, retrieval_metrics
+from knowtree_eval.scoring import account, answer_metrics, base_record, read_into, retrieval_metrics
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
@@ -265,13 +265,14 @@ class TreeMethod:
         nodes = [n.model_copy(update={"meta": done.metas[n.id]}) if n.id in done.metas else n for n in tree.nodes]
         return CorpusTree(nodes, tree.root_id, tree.passage_of, tree.kind)
 
-    def answer_from(self, evidence: list[Evidence], case: Case, client: Any, record: Record) -> None:
-        """The packed evidence answered in one call, into `record`: its prediction (with the letters'
-        probabilities for multiple choice) and the tokens read."""
-        from knowtree_eval.runtime import read_answer
-
+    def answer_from(
+        self, evidence: list[Evidence], case: Case, client: Any, record: Record, reads: int = 1
+    ) -> None:
+        """The packed evidence answered (`runtime.read_answer`: one call, or `reads` readings of a
+        multiple-choice question), into `record`: its prediction, the letters' probabilities and the
+        tokens read."""
         text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
-        record.prediction, record.choice_probs = read_answer(client, case, text)
+        read_into(record, client, case, text, reads)
         record.tokens_read = sum(ev.tokens for ev in evidence)
 
     def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:
@@ -307,7 +308,7 @@ class TreeMethod:
                 client,
                 run_id,
             ):
-                self.answer_from(found.evidence, case, client, record)
+                self.answer_from(found.evidence, case, client, record, ctx.need_runtime().choice_reads)
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)

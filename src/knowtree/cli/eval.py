@@ -80,6 +80,15 @@ def eval_command(
             "(candidates, rounds, weight, snippet_chars, first=edge|top, soft…)",
         ),
     ] = None,
+    choice_reads: Annotated[
+        int,
+        typer.Option(
+            "--choice-reads",
+            help="multiple choice: read each question N times with its options rotated and answer with the "
+            "option of the highest mean letter probability (offsets a reader's lean towards some letters; "
+            "needs log-probabilities, as the embedded model gives)",
+        ),
+    ] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,
 ) -> None:
     """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.
@@ -114,6 +123,7 @@ def eval_command(
                 embedder=embedder,
                 skip=skip,
                 nav=nav,
+                choice_reads=choice_reads,
                 on_tick=bar.tick if bar else None,
             )
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +33,15 @@ class Case:
 
     def prompt(self) -> str:
         """The question as a model should see it: with lettered options when it has them."""
-        if not self.options:
-            return self.question
-        lines = [f"({chr(65 + i)}) {o}" for i, o in enumerate(self.options)]
-        return self.question.rstrip() + "\n\n" + "\n".join(lines)
+        return question_prompt(self.question, self.options)
+
+
+def question_prompt(question: str, options: Sequence[str] | None) -> str:
+    """A question as a model sees it: followed by its options lettered (A), (B)… in the order given."""
+    if not options:
+        return question
+    lines = [f"({chr(65 + i)}) {o}" for i, o in enumerate(options)]
+    return question.rstrip() + "\n\n" + "\n".join(lines)
 
 
 @dataclass

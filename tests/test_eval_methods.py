@@ -285,7 +285,8 @@ def test_eval_command_with_a_model_a_judge_and_a_subset(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "walk: EM: " in result.output and "judged accuracy: " in result.output
     run = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    assert run["command"].endswith(f"--judge same --per-corpus 2 --k 5 --budget 2048 --out {out}")
+    # the dataset has a multiple-choice question (left out here): two readings are the run's reader
+    assert run["command"].endswith(f"--judge same --per-corpus 2 --choice-reads 2 --k 5 --budget 2048 --out {out}")
     assert run["dataset"]["questions"] == 2 and len(_records(out)) == 4
 
 
@@ -385,16 +386,16 @@ def test_two_readings_with_the_options_rotated_offset_the_readers_lean() -> None
     assert four[0] == "(A) the right one" and four[2] is not None and len(four[2]) == 4
 
 
-def test_eval_reads_each_multiple_choice_question_twice_when_asked(tmp_path: Path) -> None:
+def test_eval_reads_each_multiple_choice_question_twice(tmp_path: Path) -> None:
     from knowtree_eval.runner import run_eval
 
     data = write_dataset(tmp_path)
-    lean = {"A": 0.5, "B": 1.0, "C": 2.0, "D": 1.0}
+    lean = {"A": 0.5, "B": 1.0, "C": 2.5, "D": 1.0}
     seen: list[list[str]] = []
     reader = FunctionModel(_leaning_reader(lean, "aluminium", seen), id="m")
     out = tmp_path / "o"
     run = {"model_object": reader, "progress": False, "embedder": "hash", "budget": 300}
-    run_eval("jsonl", data, "fulltext,retrieve", out, corpus="town", choice_reads=2, **run)
+    run_eval("jsonl", data, "fulltext,retrieve", out, corpus="town", **run)  # two readings by default
     records = {(r["method"], r["case_id"]): r for r in _records(out)}
     for method in ("fulltext", "retrieve"):
         mc = records[(method, "q3")]
@@ -405,9 +406,25 @@ def test_eval_reads_each_multiple_choice_question_twice_when_asked(tmp_path: Pat
     info = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert "--choice-reads 2" in info["command"] and info["resume_key"]["choice_reads"] == 2
     with pytest.raises(UserError, match="choice_reads: 2 → None"):  # one reading is another evaluation
-        run_eval("jsonl", data, "fulltext", out, corpus="town", **run)
+        run_eval("jsonl", data, "fulltext", out, corpus="town", choice_reads=1, **run)
     with pytest.raises(UserError, match="at least 1"):
         run_eval("jsonl", data, "fulltext", tmp_path / "o2", choice_reads=0, **run)
+    once = tmp_path / "once"
+    run_eval("jsonl", data, "fulltext", once, corpus="town", choice_reads=1, **run)
+    assert [r["choice"] for r in _records(once) if r["case_id"] == "q3"] == ["C"]  # the reader's lean wins
+    # the run's identity is the dataset's, whatever the subset: a first run of free-form questions
+    # resumes with the multiple-choice one
+    part = tmp_path / "part"
+    run_eval("jsonl", data, "fulltext", part, corpus="town", per_corpus=2, **run)
+    assert json.loads((part / "run.json").read_text(encoding="utf-8"))["resume_key"]["choice_reads"] == 2
+    run_eval("jsonl", data, "fulltext", part, corpus="town", **run)
+    assert len(_records(part)) == 3
+    # a dataset without multiple choice is read as before: nothing about readings in its identity
+    free = tmp_path / "free.jsonl"
+    free.write_text("".join(x + "\n" for x in data.read_text().splitlines() if '"options"' not in x))
+    run_eval("jsonl", free, "fulltext", tmp_path / "f", corpus="town", **run)
+    info = json.loads((tmp_path / "f" / "run.json").read_text(encoding="utf-8"))
+    assert "choice_reads" not in info["resume_key"] and "--choice-reads" not in info["command"]
 
 
 def test_without_log_probabilities_a_question_is_read_once() -> None:

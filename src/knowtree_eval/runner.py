@@ -35,7 +35,7 @@ from knowtree_eval.metrics import Tokenizer
 from knowtree_eval.progress import Progress, ProgressSink, TickSink
 from knowtree_eval.report import equivalent_command, headline, render_summary
 from knowtree_eval.results import RESULTS, RUN, SUMMARY, SUMMARY_JSON, load_records, previous_run, write_json
-from knowtree_eval.runtime import Runtime
+from knowtree_eval.runtime import CHOICE_READS, Runtime
 from knowtree_eval.summary import headline_numbers, setup_totals, summarize
 
 
@@ -95,7 +95,7 @@ def run_eval(
     on_tick: TickSink | None = None,
     skip: int | None = None,
     nav: str | None = None,
-    choice_reads: int = 1,
+    choice_reads: int = CHOICE_READS,
 ) -> dict[str, Any]:
     """Evaluate `methods` ("bm25" or "bm25,walk", or a list) on a dataset; returns the summary dict.
 
@@ -110,9 +110,11 @@ def run_eval(
     questions of each, `skip` drops the first N of what is left (a second subset: `skip=40, limit=40`),
     `limit` keeps the first N overall.
 
-    `choice_reads` > 1 reads each multiple-choice question that many times, its options rotated, and
-    answers with the option of the highest mean letter probability (`runtime.read_answer`); every
-    method that answers uses the same reader. Part of the run's identity when not 1.
+    `choice_reads` (default 2) reads each multiple-choice question that many times, its options
+    rotated, and answers with the option of the highest mean letter probability
+    (`runtime.read_answer`); every method that answers uses the same reader; 1 is one reading, as
+    runs before the option had. Part of the run's identity for a dataset with multiple-choice
+    questions.
 
     `nav` sets the `nav`/`nav-judge` options ("rounds=1,candidates=8", names of
     `knowtree.answer.nav.NavOptions`); it is part of the run's identity, so a resumed run keeps them.
@@ -135,6 +137,8 @@ def run_eval(
     if kind == "financebench":
         pages_path = Path(pages) if pages else default_pages_path(path)
     dataset = load_dataset(kind, path, pages=pages_path)
+    if not any(c.options for c in dataset.cases):  # the whole dataset's, so any subset resumes
+        choice_reads = 1  # nothing to read twice: runs of free-form questions resume as before
     names_wanted = [corpus] if isinstance(corpus, str) else list(corpus or [])
     names_wanted = [n.strip() for c in names_wanted for n in c.split(",") if n.strip()]
     _subset(dataset, corpora=corpora, per_corpus=per_corpus, limit=limit, names=names_wanted, skip=skip)
@@ -162,7 +166,7 @@ def run_eval(
     }
     if nav:  # only when set, so runs recorded before the option existed still resume
         key["nav"] = nav
-    if choice_reads != 1:  # the same
+    if choice_reads != 1:  # only when more than one, so one-reading runs recorded before it resume
         key["choice_reads"] = choice_reads
     info = previous_run(out, key)
     done, unreadable = load_records(out / RESULTS)

@@ -91,6 +91,9 @@ class AnswerReply(BaseModel):  # no docstring: it would go into the schema sent
 ANSWER_SCHEMA = prompts.reply_schema(AnswerReply)
 
 
+#: the harness's reader of multiple-choice questions (`knowtree eval --choice-reads`): two readings,
+#: the options rotated by half between them (benchmarks/RESULTS.md, "Two readings")
+CHOICE_READS = 2
 LETTER_ALTERNATIVES = 8  # alternatives per reply token asked for when reading a multiple-choice answer
 _LETTER_AT = re.compile(r'"answer"\s*:\s*"\s*\(?\s*(?=[A-Z])')
 

@@ -81,14 +81,15 @@ def eval_command(
         ),
     ] = None,
     choice_reads: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--choice-reads",
             help="multiple choice: read each question N times with its options rotated and answer with the "
-            "option of the highest mean letter probability (offsets a reader's lean towards some letters; "
-            "needs log-probabilities, as the embedded model gives)",
+            "option of the highest mean letter probability, which offsets a reader's lean towards some "
+            "letters (default 2; 1: one reading; more than one needs log-probabilities, as the embedded "
+            "model gives)",
         ),
-    ] = 1,
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or lines")] = False,
 ) -> None:
     """Evaluate methods on a benchmark; prints accuracy, hit rate and tokens read, saves the details.
@@ -123,7 +124,7 @@ def eval_command(
                 embedder=embedder,
                 skip=skip,
                 nav=nav,
-                choice_reads=choice_reads,
+                **({"choice_reads": choice_reads} if choice_reads is not None else {}),
                 on_tick=bar.tick if bar else None,
             )
         finally:

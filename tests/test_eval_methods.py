@@ -384,6 +384,9 @@ def test_two_readings_with_the_options_rotated_offset_the_readers_lean() -> None
     # four readings: every place once (the two shown already come from the cache)
     assert seen[2:] == [options[i:] + options[:i] for i in (1, 3)]
     assert four[0] == "(A) the right one" and four[2] is not None and len(four[2]) == 4
+    with KnowTree(":memory:", model=FunctionModel(_leaning_reader(lean, "the right one", []), id="m")) as kt:
+        many = read_answer(kt.client(), case, "text", reads=9)  # no more readings than places
+    assert many[2] is not None and len(many[2]) == 4 and many[1] == pytest.approx(four[1])
 
 
 def test_eval_reads_each_multiple_choice_question_twice(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from knowtree.llm.grades import alternatives_at
 from knowtree_eval import prompts
 from knowtree_eval.datasets.base import question_prompt
+from knowtree_eval.metrics import extract_choice
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
@@ -121,9 +122,10 @@ def read_answer(
     if not options or probs is None:
         return prediction, probs, None
     n = len(options)
+    count = max(1, min(reads, n))  # more readings than places would repeat one
     readings = [probs]
-    for i in range(1, max(1, min(reads, n))):
-        shift = i * n // reads
+    for i in range(1, count):
+        shift = i * n // count
         rotated = options[shift:] + options[:shift]
         _, shown = _read_once(client, case.question, rotated, text)
         if shown is not None:  # letter j of this reading is option (j + shift) mod n
@@ -132,7 +134,7 @@ def read_answer(
         return prediction, probs, None
     mean = {k: sum(r[k] for r in readings) / len(readings) for k in probs}
     best = max(mean, key=lambda k: mean[k])
-    if not prediction.lstrip("( ").startswith(best):  # the first reading chose another option
+    if extract_choice(prediction, options) != best:  # the first reading chose another option
         prediction = f"({best}) {options[ord(best) - 65]}"
     return prediction, mean, readings
 

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from knowtree_eval.datasets import Case
 
 
+#: the harness's reader of multiple-choice questions (`knowtree eval --choice-reads`): two readings,
+#: the options rotated by half between them (benchmarks/RESULTS.md, "QuALITY: two readings of each question")
+CHOICE_READS = 2
+
+
 @dataclass
 class Runtime:
     """`model` is a model string ("local", "openai:…", "keyword"…; None: the configured default)."""
@@ -38,7 +43,7 @@ class Runtime:
     judge: str | None = None  # judge model string; "same" = the run's model
     judge_object: Any = None
     #: multiple choice: how many times the reader reads each question, its options rotated (`read_answer`)
-    choice_reads: int = 1
+    choice_reads: int = CHOICE_READS
     _kt: KnowTree | None = field(default=None, repr=False)
     _judge_kt: KnowTree | None = field(default=None, repr=False)
 
@@ -92,9 +97,6 @@ class AnswerReply(BaseModel):  # no docstring: it would go into the schema sent
 ANSWER_SCHEMA = prompts.reply_schema(AnswerReply)
 
 
-#: the harness's reader of multiple-choice questions (`knowtree eval --choice-reads`): two readings,
-#: the options rotated by half between them (benchmarks/RESULTS.md, "Two readings")
-CHOICE_READS = 2
 LETTER_ALTERNATIVES = 8  # alternatives per reply token asked for when reading a multiple-choice answer
 _LETTER_AT = re.compile(r'"answer"\s*:\s*"\s*\(?\s*(?=[A-Z])')
 

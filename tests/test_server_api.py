@@ -85,6 +85,25 @@ def test_job_events_stream_progress_and_report(client: TestClient, tmp_path: Pat
     assert events[-1][0] == "done" and events[-1][1]["report"]["leaves"] == 3
     assert all(e == "progress" for e, _ in events[:-1])
     assert client.get("/v1/jobs").json()[0]["id"] == job["id"]
+    # the job embedded the new index (the default embedder), so the first question does not
+    kt = client.app.state.service.kt  # type: ignore[attr-defined]
+    entries = len(kt.tree_index("t").rows)
+    assert events[-1][1]["report"]["vectors"] == entries > 0
+    assert kt.store.read(lambda c: c.execute("SELECT count(DISTINCT id) FROM tree_index_vec WHERE tree = 't'")
+                         .fetchone()[0]) == entries
+
+
+def test_a_failed_embedding_after_a_build_leaves_the_build_done(client: TestClient, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(name: str, embedder: object = "default") -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(client.app.state.service.kt, "embed_index", broken)  # type: ignore[attr-defined]
+    job = build(client, "t", write_corpus(tmp_path / "docs"))
+    assert job["report"]["leaves"] == 3 and job["report"]["vectors_error"] == "OSError: disk full"
+    assert "vectors" not in job["report"]
+    ans = client.post("/v1/trees/t/retrieve", json={"question": "Who chose PostgreSQL?"}).json()
+    assert ans["evidence"]  # questions embed what they need themselves
 
 
 def test_upload_build_and_delete_document_and_tree(client: TestClient) -> None:

@@ -530,6 +530,30 @@ def test_a_slow_embedder_scores_only_the_candidates(tmp_path: Path, monkeypatch:
         assert set(index.dense("budget", emb)) == {r.id for r in index.rows}  # no limit: every entry
 
 
+def test_embed_index_embeds_what_is_missing_once_and_the_next_search_only_the_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(treeindex, "PROBE", 1)
+    paths = write_corpus(tmp_path / "docs")
+    with KnowTree(tmp_path / "kb.db", model=FunctionModel(_no_model, id="none"), summaries="none") as kt:
+        kt.build(paths, tree="t")
+        emb = CountingEmbedder()
+        entries = len(kt.tree_index("t").rows)
+        assert kt.embed_index("t", emb) == entries and emb.embedded == entries
+        emb.embedded = 0
+        assert kt.embed_index("t", emb) == entries and emb.embedded == 0  # stored and kept
+        stored = kt.store.read(lambda c: c.execute(
+            "SELECT count(*) FROM tree_index_vec WHERE tree = 't' AND embedder = ?", (emb.id,)).fetchone()[0])
+        assert stored == entries
+        hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
+        assert hits and emb.embedded == 1  # the question; every entry's vector was there
+        Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
+        kt.build(paths, tree="t")
+        emb.embedded = 0
+        assert kt.embed_index("t", emb) == len(kt.tree_index("t").rows) and 0 < emb.embedded < entries
+        assert kt.embed_index("t", None) == 0  # BM25 only: nothing to embed
+
+
 def test_a_zero_call_memory_is_retrievable_at_once(tmp_path: Path) -> None:
     stamp = "10:00 am on 1 May, 2023"
     msgs = [

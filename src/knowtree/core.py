@@ -31,6 +31,7 @@ from knowtree.types import Document, TreeInfo
 if TYPE_CHECKING:
     from knowtree.kb import KB
     from knowtree.memory import Memory
+    from knowtree.retrieve.embed import Embedder
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.tree import Tree
 
@@ -233,6 +234,22 @@ class KnowTree:
         """The index of tree `name`, in step with the tree, kept between questions: searches of a tree
         that did not change reuse its rows and vectors (`retrieve.indexcache.IndexCache`)."""
         return self._indexes.get(name)
+
+    def embed_index(self, name: str, embedder: Embedder | str | None = "default") -> int:
+        """Embed the entries of tree `name`'s index that have no vector for `embedder` yet, store them
+        and keep them with the index, so that the next search does not. A search embeds what is
+        missing itself, but only when that takes at most `DENSE_SECONDS` (else it scores its lexical
+        candidates densely): the first search of a large tree pays for it (about 17 s for a 6.2 MB
+        tree on 2 cores) or searches without whole-index dense scores. The server calls this after
+        each build, enrich and background add. Returns the number of entries with a vector now (0
+        without the embedding extra, `embedder="default"`)."""
+        from knowtree.retrieve.treesearch import resolve_embedder
+
+        resolved = resolve_embedder(embedder)
+        if resolved is None:
+            return 0
+        got = self.tree_index(name).vectors(resolved)  # no time limit: None only with one
+        return len(got[0]) if got is not None else 0
 
     def memory(self, name: str) -> Memory:
         """A conversation memory (created on its first `add`): `kt.memory("chat").add(messages)`.

@@ -7,9 +7,11 @@ exactly like one that does not exist.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,8 @@ from knowtree.server.problems import Problem
 from knowtree.server.tenancy import Principal
 from knowtree.tree import Tree
 from knowtree.types import Answer, NavStep, Node, TreeInfo
+
+log = logging.getLogger("knowtree.server")
 
 TENANT_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 VIEW_CACHE_TREES = 64  # loaded trees kept for reads
@@ -332,9 +336,24 @@ class Service:
             return self.kbs.run_job(job, report)
         with self.write_lock(job.tree):
             try:
-                return self._run_job(job, report)
+                result = self._run_job(job, report)
             finally:
                 self.forget(job.tree)
+        return {**result, **self._embed_index(job)}
+
+    def _embed_index(self, job: Job) -> dict[str, Any]:
+        """Embed what the job changed in the tree's index now (`KnowTree.embed_index`), inside the job,
+        so the first question after it does not pay for it. Not cancellable (the build is stored by
+        now): no progress step. A tree deleted meanwhile or a failed embedding leaves the job's result
+        as it is, with the reason; questions embed what they need on their own."""
+        started = time.perf_counter()
+        try:
+            with self.write_lock(job.tree):  # not during a delete or another job's save
+                count = self.kt.embed_index(job.tree) if self.kt.store.tree_exists(job.tree) else 0
+        except Exception as exc:  # the job's work is stored either way
+            log.warning("embedding the index of %s after job %s failed: %s", job.tree, job.id, exc)
+            return {"vectors_error": f"{type(exc).__name__}: {exc}"}
+        return {"vectors": count, "vectors_s": round(time.perf_counter() - started, 2)}
 
     def _run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         uploads = job.params.get("uploads")

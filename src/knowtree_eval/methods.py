@@ -33,13 +33,14 @@ _FACTORIES: dict[str, MethodFactory] = {
     "retrieve-summarized": lambda p: _tree_method(p, summarize=True, answer=True),
     "nav": lambda p: _nav_method(p),
     "nav-judge": lambda p: _nav_method(p, judge_only=True),
+    "nav-summarized": lambda p: _nav_method(p, summarize=True),
 }
 
 
-def _nav_method(p: MethodParams, *, judge_only: bool = False) -> Method:
+def _nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = False) -> Method:
     from knowtree_eval.navmethod import nav_method
 
-    return nav_method(p, judge_only=judge_only)
+    return nav_method(p, judge_only=judge_only, summarize=summarize)
 
 
 def _tree_method(p: MethodParams, *, summarize: bool = False, answer: bool = False) -> Method:

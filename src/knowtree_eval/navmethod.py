@@ -61,11 +61,18 @@ class NavMethod(TreeMethod):
         return record
 
 
-def nav_method(p: MethodParams, *, judge_only: bool = False) -> NavMethod:
+def nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = False) -> NavMethod:
     """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
-    ranking alone (its budget hit rates and judge cost, no answer call). `p.extra["nav"]` (a
-    `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
+    ranking alone (its budget hit rates and judge cost, no answer call). `summarize`
+    (`nav-summarized`): over the tree whose inner nodes the run's model summarized first (what a
+    user's default build gives; `retrieve-summarized`'s tree, the summaries shared through the
+    cache). `p.extra["nav"]` (a `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
+    from knowtree.errors import UserError
+
     options = p.extra.get("nav") or NavOptions()
     if judge_only:
         return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge", options=options)
-    return NavMethod(k=p.k, budget=p.budget, answer=p.answer, options=options)
+    if summarize and not p.answer:
+        raise UserError("method nav-summarized needs a model: add --model (e.g. --model local)")
+    name = "nav-summarized" if summarize else "nav"
+    return NavMethod(k=p.k, budget=p.budget, answer=p.answer, options=options, summarize=summarize, name=name)

@@ -23,7 +23,7 @@ def eval_command(
             "--method",
             help="method(s), comma-separated: bm25, embedding (LLM-free unless --model is given: then they "
             "also answer), hybrid, tree (LLM-free tree as an index), walk, search, flat, memwalker, fulltext, raptor, "
-            "nav, nav-judge, retrieve (tree + one answer call), tree-summarized / retrieve-summarized (on a tree "
+            "nav, nav-judge, retrieve (tree + one answer call), tree-summarized / retrieve-summarized / nav-summarized (on a tree "
             "whose inner nodes the model summarized first) (need a model; default: the configured one)",
         ),
     ] = "bm25",

@@ -115,6 +115,39 @@ def test_damaged_database_gives_one_line_errors_and_is_never_written(cli: CliRun
     assert md5("kb.db") == before
 
 
+def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_a_one_line_error(cli: CliRunner) -> None:
+    # SQLite quotes the damaged name in its message; Python's sqlite3 then raises UnicodeDecodeError
+    # decoding it (found by the random damage above, 1 seed in ~10): still one line naming the file
+    build(cli)
+    with sqlite3.connect("kb.db") as c:
+        c.execute("PRAGMA writable_schema = ON")
+        c.execute(
+            "UPDATE sqlite_master SET name = CAST(X'e2e8f54e' AS TEXT), sql = 'CREATE nonsense' "
+            "WHERE rowid = (SELECT min(rowid) FROM sqlite_master WHERE type = 'index')"
+        )
+    c.close()
+    raw = sqlite3.connect("kb.db")
+    with pytest.raises(UnicodeDecodeError):  # what Python's sqlite3 does with the message
+        raw.execute("SELECT name FROM sqlite_master").fetchall()
+    raw.close()
+    before = md5("kb.db")
+    for args in (["trees"], ["ask", "t", "Who keeps the lighthouse?", "--model", "keyword"], ["ledger"]):
+        one_line_error(cli.invoke(app, [*args, "--db", "kb.db"]), "kb.db", "damaged", "malformed database schema")
+    check = cli.invoke(app, ["check", "--db", "kb.db"])
+    assert check.exit_code == 3 and "malformed database schema" in check.stderr
+    assert md5("kb.db") == before
+
+
+def test_an_undecodable_message_is_the_sqlite_error_only_when_it_reads_as_one() -> None:
+    from knowtree.store.guard import as_sqlite_error
+
+    schema = UnicodeDecodeError("utf-8", b"malformed database schema (\xe2\xe8)", 27, 28, "invalid continuation byte")
+    got = as_sqlite_error(schema)
+    assert isinstance(got, sqlite3.DatabaseError) and str(got).startswith("malformed database schema (")
+    other = UnicodeDecodeError("utf-8", b"caf\xe9 au lait", 3, 4, "invalid continuation byte")
+    assert as_sqlite_error(other) is None and as_sqlite_error(ValueError("x")) is None
+
+
 def test_truncated_database_is_refused_by_its_header(cli: CliRunner) -> None:
     build(cli)
     with sqlite3.connect("kb.db") as c:

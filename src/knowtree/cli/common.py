@@ -72,12 +72,13 @@ def run(fn: Any, *, interrupted: str = RESUME) -> Any:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise
         raise err(command_hints(str(exc)), 1 if isinstance(exc, UserError) else 3) from None
-    except sqlite3.Error as exc:  # a page found damaged, or a lock, past the checks made on open
-        if os.environ.get("KNOWTREE_DEBUG"):
-            raise
-        from knowtree.store.guard import describe_sqlite_error
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # a page found damaged, or a lock, past the checks made on open
+        from knowtree.store.guard import as_sqlite_error, describe_sqlite_error
 
-        raise err(command_hints(describe_sqlite_error(exc)), 3) from None
+        error = exc if isinstance(exc, sqlite3.Error) else as_sqlite_error(exc)
+        if error is None or os.environ.get("KNOWTREE_DEBUG"):  # a decoding error of something else
+            raise
+        raise err(command_hints(describe_sqlite_error(error)), 3) from None
     except KeyboardInterrupt:
         raise err(f"interrupted: {interrupted}", 130) from None
 

@@ -25,6 +25,7 @@ APPLICATION_ID = 0x4B6E5472
 QUICK_CHECK_MAX_BYTES = 128 * 1024 * 1024
 _MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = frozenset({"trees", "nodes", "llm_cache", "runs"})
+_DAMAGE_WORDS = ("malformed", "corrupt", "not a database", "disk image")  # in SQLite's messages about damage
 
 
 #: files this process holds open through a store (by device and inode), with how many stores hold each
@@ -141,7 +142,8 @@ def preflight(path: str) -> bool:
         )
     try:
         info = _inspect(path, quick=size <= QUICK_CHECK_MAX_BYTES)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as raised:
+        exc = as_sqlite_error(raised) or raised
         raise DamagedDatabaseError(
             f"{path}: damaged database ({exc}); nothing was written to it: "
             f"check it with knowtree.store.guard.full_check({path!r})"
@@ -244,10 +246,10 @@ def full_check(path: str) -> CheckReport:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         try:
             trees = conn.execute("SELECT COUNT(*) FROM trees").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            problems.append(f"trees table: {exc}")
-    except sqlite3.DatabaseError as exc:
-        problems.append(f"integrity_check: {exc}")
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            problems.append(f"trees table: {as_sqlite_error(exc) or exc}")
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        problems.append(f"integrity_check: {as_sqlite_error(exc) or exc}")
     finally:
         conn.close()
     if not problems:
@@ -289,6 +291,21 @@ def _fts_check(path: str) -> list[str]:
         conn.close()
 
 
+def as_sqlite_error(exc: BaseException) -> sqlite3.DatabaseError | None:
+    """`exc` as the SQLite error it stands for, or None when it is not one. SQLite's message about a
+    damaged schema can quote the damaged bytes (`malformed database schema (<garbage>)`); Python's
+    sqlite3 decodes messages as strict UTF-8 and then raises `UnicodeDecodeError` instead of the
+    `DatabaseError`. Such an error becomes the `DatabaseError` with the bytes replaced, so it is
+    reported like any other damage (one line naming the file) instead of a traceback."""
+    if isinstance(exc, sqlite3.DatabaseError):
+        return exc
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        text = exc.object.decode("utf-8", "replace")
+        if any(w in text for w in _DAMAGE_WORDS):
+            return sqlite3.DatabaseError(text)
+    return None
+
+
 def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
@@ -296,7 +313,7 @@ def _one_line(text: str) -> str:
 def describe_sqlite_error(exc: Exception) -> str:
     """One line for an SQLite error that escaped the store's own checks (the CLI prints it)."""
     text = str(exc)
-    if any(w in text for w in ("malformed", "corrupt", "not a database", "disk image")):
+    if any(w in text for w in _DAMAGE_WORDS):
         return (
             f"the database is damaged ({text}): check it with knowtree.store.guard.full_check"
             " (the file is left as it is)"

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
-from knowtree.store.guard import hold, mark, preflight, release
+from knowtree.store.guard import as_sqlite_error, hold, mark, preflight, release
 from knowtree.store.migrations import migrate
 from knowtree.store.protocol import SaveHook, save_hook
 from knowtree.store.rows import (
@@ -61,9 +61,12 @@ class SQLiteStore:
         except sqlite3.OperationalError as exc:
             self._conn.close()
             raise busy_error(self.path, exc, busy_timeout) from exc
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as raised:
+            exc = as_sqlite_error(raised)
+            if exc is None:
+                raise
             self._conn.close()
-            raise StoreError(f"{self.path}: not a usable knowtree database ({exc})") from exc
+            raise StoreError(f"{self.path}: not a usable knowtree database ({exc})") from raised
         except StoreError:
             self._conn.close()
             raise

@@ -40,7 +40,14 @@ _FACTORIES: dict[str, MethodFactory] = {
 def _nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = False) -> Method:
     from knowtree_eval.navmethod import nav_method
 
+    if summarize:
+        _need_model("nav-summarized", p)
     return nav_method(p, judge_only=judge_only, summarize=summarize)
+
+
+def _need_model(name: str, p: MethodParams) -> None:
+    if not p.answer:
+        raise UserError(f"method {name} needs a model: add --model (e.g. --model local)")
 
 
 def _tree_method(p: MethodParams, *, summarize: bool = False, answer: bool = False) -> Method:
@@ -49,8 +56,8 @@ def _tree_method(p: MethodParams, *, summarize: bool = False, answer: bool = Fal
     from knowtree_eval.treemethod import TreeMethod
 
     name = ("retrieve" if answer else "tree") + ("-summarized" if summarize else "")
-    if (summarize or answer) and not p.answer:
-        raise UserError(f"method {name} needs a model: add --model (e.g. --model local)")
+    if summarize or answer:
+        _need_model(name, p)
     return TreeMethod(k=p.k, budget=p.budget, name=name, summarize=summarize, answer=answer)
 
 

@@ -67,12 +67,8 @@ def nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = F
     (`nav-summarized`): over the tree whose inner nodes the run's model summarized first (what a
     user's default build gives; `retrieve-summarized`'s tree, the summaries shared through the
     cache). `p.extra["nav"]` (a `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
-    from knowtree.errors import UserError
-
     options = p.extra.get("nav") or NavOptions()
     if judge_only:
         return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge", options=options)
-    if summarize and not p.answer:
-        raise UserError("method nav-summarized needs a model: add --model (e.g. --model local)")
     name = "nav-summarized" if summarize else "nav"
     return NavMethod(k=p.k, budget=p.budget, answer=p.answer, options=options, summarize=summarize, name=name)

@@ -334,22 +334,21 @@ class Service:
         library, progress to the job row."""
         if job.kind in KB_JOBS:
             return self.kbs.run_job(job, report)
-        with self.write_lock(job.tree):
+        with self.write_lock(job.tree):  # the embedding too: not during a delete or another save
             try:
                 result = self._run_job(job, report)
             finally:
                 self.forget(job.tree)
-        return {**result, **self._embed_index(job)}
+            return {**result, **self._embed_index(job)}
 
     def _embed_index(self, job: Job) -> dict[str, Any]:
         """Embed what the job changed in the tree's index now (`KnowTree.embed_index`), inside the job,
         so the first question after it does not pay for it. Not cancellable (the build is stored by
-        now): no progress step. A tree deleted meanwhile or a failed embedding leaves the job's result
-        as it is, with the reason; questions embed what they need on their own."""
+        now): no progress step. A failed embedding leaves the job's result as it is, with the reason;
+        questions embed what they need on their own."""
         started = time.perf_counter()
         try:
-            with self.write_lock(job.tree):  # not during a delete or another job's save
-                count = self.kt.embed_index(job.tree) if self.kt.store.tree_exists(job.tree) else 0
+            count = self.kt.embed_index(job.tree)
         except Exception as exc:  # the job's work is stored either way
             log.warning("embedding the index of %s after job %s failed: %s", job.tree, job.id, exc)
             return {"vectors_error": f"{type(exc).__name__}: {exc}"}

@@ -339,24 +339,34 @@ def test_eval_tree_summarized_and_retrieve_methods(tmp_path: Path) -> None:
     from test_eval import write_quality
 
     summary = run_eval(
-        "quality", write_quality(tmp_path), "tree,tree-summarized,nav-summarized", tmp_path / "q",
+        "quality", write_quality(tmp_path), "tree,tree-summarized,nav-summarized,nav-overview,nav-options,closed-book", tmp_path / "q",
         embedder="hash", progress=False, model_object=KeywordModel(), budget=200,
     )
     records = [json.loads(x) for x in (tmp_path / "q" / "results.jsonl").read_text().splitlines()]
-    assert all(r["llm_calls"] == 0 for r in records if r["method"] != "nav-summarized")
+    assert all(r["llm_calls"] == 0 for r in records if r["method"] in ("tree", "tree-summarized"))
     assert summary["methods"]["tree-summarized"]["setup_calls"]["calls"] >= 1
     assert not summary["methods"]["tree"].get("setup_calls")
     # nav over the summarized tree: the same summaries (from the cache), then its judge and answer calls
     nav = [r for r in records if r["method"] == "nav-summarized"]
     assert nav and all(r["llm_calls"] >= 2 and r["prediction"] and r["error"] is None for r in nav)
     assert summary["methods"]["nav-summarized"]["setup_calls"] == {"calls": 0, "cached": 1, "tokens": 0}
+    # nav-overview: the same tree, its summaries shown before the evidence, their tokens out of the budget
+    over = {r["case_id"]: r for r in records if r["method"] == "nav-overview"}
+    assert over and all(r["prediction"] and r["error"] is None for r in over.values())
+    assert all(r["tokens_read"] > 0 for r in over.values())
+    # nav-options: a search per option, then the same judge and answer calls as nav
+    per = [r for r in records if r["method"] == "nav-options"]
+    assert per and all(r["llm_calls"] >= 2 and r["prediction"] and r["error"] is None for r in per)
+    # closed-book: answered from nothing
+    closed = [r for r in records if r["method"] == "closed-book"]
+    assert closed and all(r["tokens_read"] == 0 and r["llm_calls"] >= 1 for r in closed)
 
 
 def test_methods_that_need_a_model_say_so_before_anything_runs(tmp_path: Path) -> None:
     from knowtree_eval.runner import run_eval
 
     data = _mc_dataset(tmp_path)
-    for method in ("tree-summarized", "retrieve", "retrieve-summarized", "nav-summarized"):
+    for method in ("tree-summarized", "retrieve", "retrieve-summarized", "nav-summarized", "nav-overview"):
         with pytest.raises(UserError, match=f"method {method} needs a model"):
             run_eval("jsonl", data, method, tmp_path / "none", embedder="hash", progress=False)
     assert not (tmp_path / "none").exists()

@@ -234,6 +234,29 @@ class FullTextMethod:
         return record
 
 
+@dataclass
+class ClosedBookMethod:
+    """The question answered from no text at all (the reader's prompt with an empty text): how much
+    of an answering method's accuracy its reader gets from the question and options alone, the floor
+    every method that reads is measured against."""
+
+    name: str = "closed-book"
+
+    def run(self, case: Case, ctx: CorpusContext) -> Record:
+        started = time.perf_counter()
+        runtime = ctx.need_runtime()
+        record = base_record(case, self.name)
+        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
+            read_into(record, client, case, "", runtime.choice_reads)
+            account(record, client, run_id)
+        record.tokens_read = 0
+        record.metrics = read_metrics(case, ctx, [])
+        scores, record.choice = answer_metrics(case, record.prediction)
+        record.metrics.update(scores)
+        record.wall_s = time.perf_counter() - started
+        return record
+
+
 # -- RAPTOR ------------------------------------------------------------------------------------------
 
 
@@ -294,12 +317,14 @@ FACTORIES: dict[str, MethodFactory] = {
     "memwalker": lambda p: WalkMethod(name="memwalker", metadata=False, verify=False),
     "search": lambda p: SearchMethod(name="search"),
     "fulltext": lambda p: FullTextMethod(),
+    "closed-book": lambda p: ClosedBookMethod(),
     "raptor": lambda p: RaptorMethod(budget=p.budget, seed=p.seed),
 }
 
 
 __all__ = [
     "FACTORIES",
+    "ClosedBookMethod",
     "FullTextMethod",
     "MethodParams",
     "RaptorMethod",

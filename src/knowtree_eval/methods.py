@@ -34,15 +34,24 @@ _FACTORIES: dict[str, MethodFactory] = {
     "nav": lambda p: _nav_method(p),
     "nav-judge": lambda p: _nav_method(p, judge_only=True),
     "nav-summarized": lambda p: _nav_method(p, summarize=True),
+    "nav-overview": lambda p: _nav_method(p, overview=True),
+    "nav-options": lambda p: _nav_method(p, per_option=True),
 }
 
 
-def _nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = False) -> Method:
+def _nav_method(
+    p: MethodParams,
+    *,
+    judge_only: bool = False,
+    summarize: bool = False,
+    overview: bool = False,
+    per_option: bool = False,
+) -> Method:
     from knowtree_eval.navmethod import nav_method
 
-    if summarize:
-        _need_model("nav-summarized", p)
-    return nav_method(p, judge_only=judge_only, summarize=summarize)
+    if summarize or overview:
+        _need_model("nav-overview" if overview else "nav-summarized", p)
+    return nav_method(p, judge_only=judge_only, summarize=summarize, overview=overview, per_option=per_option)
 
 
 def _need_model(name: str, p: MethodParams) -> None:

@@ -37,10 +37,13 @@ class NavMethod(TreeMethod):
         with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
             # the product's sequence (`knowtree ask --mode nav`): rank, the judged beam, pack the budget
             found = self.search(
-                built, asked, judged_beam(client, asked, self.options, budget_tokens=self.budget)
+                built,
+                asked,
+                judged_beam(client, asked, self.options, budget_tokens=self.evidence_budget(built)),
+                also=self.option_queries(case),
             )
             if self.answer:
-                self.answer_from(found.evidence, case, client, record, runtime.choice_reads)
+                self.answer_from(found.evidence, case, client, record, runtime.choice_reads, built)
             else:
                 record.tokens_read = sum(ev.tokens for ev in found.evidence)
             account(record, client, run_id)
@@ -61,7 +64,14 @@ class NavMethod(TreeMethod):
         return record
 
 
-def nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = False) -> NavMethod:
+def nav_method(
+    p: MethodParams,
+    *,
+    judge_only: bool = False,
+    summarize: bool = False,
+    overview: bool = False,
+    per_option: bool = False,
+) -> NavMethod:
     """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
     ranking alone (its budget hit rates and judge cost, no answer call). `summarize`
     (`nav-summarized`): over the tree whose inner nodes the run's model summarized first (what a
@@ -70,5 +80,15 @@ def nav_method(p: MethodParams, *, judge_only: bool = False, summarize: bool = F
     options = p.extra.get("nav") or NavOptions()
     if judge_only:
         return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge", options=options)
-    name = "nav-summarized" if summarize else "nav"
-    return NavMethod(k=p.k, budget=p.budget, answer=p.answer, options=options, summarize=summarize, name=name)
+    name = "nav-overview" if overview else "nav-summarized" if summarize else "nav"
+    name = "nav-options" if per_option else name
+    return NavMethod(
+        k=p.k,
+        budget=p.budget,
+        answer=p.answer,
+        options=options,
+        summarize=summarize or overview,
+        overview=overview,
+        per_option=per_option,
+        name=name,
+    )

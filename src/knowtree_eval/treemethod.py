@@ -186,6 +186,8 @@ class Built:
     piece_passage: dict[str, str]
     piece_tokens: dict[str, int]
     kind: str
+    overview: str = ""  # the inner nodes' summaries, top down in document order (`TreeMethod.overview`)
+    overview_tokens: int = 0
 
 
 @dataclass
@@ -201,6 +203,12 @@ class TreeMethod:
     #: per run of leaves, synthesized above), so `tree` is measured on a summarized tree too
     summarize: bool = False
     answer: bool = False  # one answer call over the packed evidence (`knowtree ask --mode retrieve`)
+    #: the reader also sees the summarized tree's inner-node summaries (top down, in document order)
+    #: before the evidence, as context it cannot quote; their tokens come out of the budget
+    overview: bool = False
+    #: a multiple-choice question is searched once more per option (the question with that option),
+    #: the rankings taken by turns (`retrieve.treesearch.fuse`), so each option's best evidence is read
+    per_option: bool = False
     _built: dict[str, Built] = field(default_factory=dict, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
 
@@ -248,6 +256,9 @@ class TreeMethod:
             piece_tokens={r.id: ctx.tokens(r.text) for r in rows},
             kind=tree.kind,
         )
+        if self.overview:
+            built.overview = overview_text(tree)
+            built.overview_tokens = ctx.tokens(built.overview) if built.overview else 0
         for old in self._built.values():  # one corpus at a time: the runner goes corpus by corpus
             old.store.close()
         self._built = {ctx.corpus.id: built}
@@ -266,16 +277,34 @@ class TreeMethod:
         return CorpusTree(nodes, tree.root_id, tree.passage_of, tree.kind)
 
     def answer_from(
-        self, evidence: list[Evidence], case: Case, client: Any, record: Record, reads: int = 1
+        self,
+        evidence: list[Evidence],
+        case: Case,
+        client: Any,
+        record: Record,
+        reads: int = 1,
+        built: Built | None = None,
     ) -> None:
         """The packed evidence answered (`runtime.read_answer`: one call, or `reads` readings of a
         multiple-choice question), into `record`: its prediction, the letters' probabilities and the
         tokens read."""
         text = "\n\n".join(f"[{i}] {ev.text.strip()}" for i, ev in enumerate(evidence, 1))
+        if built is not None and built.overview:
+            text = f"Overview (summaries of the whole text):\n{built.overview}\n\nPassages:\n{text}"
         read_into(record, client, case, text, reads)
-        record.tokens_read = sum(ev.tokens for ev in evidence)
+        record.tokens_read = sum(ev.tokens for ev in evidence) + (built.overview_tokens if built else 0)
 
-    def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:
+    def evidence_budget(self, built: Built) -> int:
+        """The tokens left for evidence: the budget less the overview's."""
+        return max(1, self.budget - built.overview_tokens)
+
+    def option_queries(self, case: Case) -> list[str]:
+        """The extra queries of a multiple-choice question with `per_option`: the question with each option."""
+        return [f"{case.question} {o}" for o in case.options or []] if self.per_option else []
+
+    def search(
+        self, built: Built, question: str, rerank: Rerank | None = None, also: list[str] | None = None
+    ) -> Found:
         """The product's retrieval sequence (`search_index`: rank, optional re-ranking, pack the
         budget) over a corpus's tree, with this method's embedder and score parameters."""
         from knowtree.retrieve.treesearch import search_index
@@ -283,19 +312,20 @@ class TreeMethod:
         return search_index(
             built.index,
             question,
-            self.budget,
+            self.evidence_budget(built),
             kind=built.kind,
             embedder=self.embedder,
             params=self.params,
             rerank=rerank,
             shape=built.shape,
+            also=also or (),
         )
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         started = time.perf_counter()
         built = self.built(ctx)
         # the question as the reader sees it: a multiple-choice question's options are search terms too
-        found = self.search(built, case.prompt())
+        found = self.search(built, case.prompt(), also=self.option_queries(case))
         ranking = found.ranking
         ranked = [built.piece_passage[p] for p in ranking.pieces]
         lengths = [built.piece_tokens[p] for p in ranking.pieces]
@@ -308,9 +338,27 @@ class TreeMethod:
                 client,
                 run_id,
             ):
-                self.answer_from(found.evidence, case, client, record, ctx.need_runtime().choice_reads)
+                self.answer_from(found.evidence, case, client, record, ctx.need_runtime().choice_reads, built)
                 account(record, client, run_id)
             scores, record.choice = answer_metrics(case, record.prediction)
             record.metrics.update(scores)
         record.wall_s = time.perf_counter() - started
         return record
+
+
+def overview_text(tree: CorpusTree) -> str:
+    """The inner nodes' summaries, the root's first, each node's before its children's (document order)."""
+    nodes = {n.id: n for n in tree.nodes}
+    lines: list[str] = []
+
+    def visit(nid: str) -> None:
+        node = nodes[nid]
+        if node.is_leaf:
+            return
+        if node.meta.summary:
+            lines.append(f"- {node.meta.summary.strip()}")
+        for child in node.children:
+            visit(child)
+
+    visit(tree.root_id)
+    return "\n".join(lines)

@@ -106,6 +106,32 @@ def rank_tree(
     return Ranking(ranked, scores, priors(shape, own, params), own)
 
 
+def fuse(rankings: Sequence[Ranking]) -> Ranking:
+    """Several queries' rankings of one index as one, by turns: every ranking's first piece (the
+    first ranking's before the second's), then every ranking's second, and so on, each piece where
+    it first comes. So each query's best evidence is in the budget, whatever the others' scores
+    (a multiple-choice question searched once per option). A piece's score (and a node's prior) is
+    its best over the rankings, each ranking's divided by its best first."""
+    if len(rankings) == 1:
+        return rankings[0]
+    place: dict[str, tuple[int, int]] = {}
+    for q, r in enumerate(rankings):
+        for i, p in enumerate(r.pieces):
+            if p not in place or (i, q) < place[p]:
+                place[p] = (i, q)
+
+    def best(attr: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in rankings:
+            values = getattr(r, attr)
+            top = max(values.values(), default=0.0) or 1.0
+            for k, v in values.items():
+                out[k] = max(out.get(k, 0.0), v / top)
+        return out
+
+    return Ranking(sorted(place, key=lambda p: place[p]), best("scores"), best("prior"), best("own"))
+
+
 def pack_evidence(
     index: TreeIndex, ranking: Ranking, budget_tokens: int, *, shape: TreeShape | None = None
 ) -> list[Evidence]:
@@ -206,18 +232,20 @@ def search_index(
     scope: Sequence[str] | None = None,
     rerank: Rerank | None = None,
     shape: TreeShape | None = None,
+    also: Sequence[str] = (),
 ) -> Found:
     """The one sequence every kind of tree retrieves by: rank the index for `question` (no model),
     keep only pieces below `scope`'s nodes where given (a collection's chosen documents), let
     `rerank` reorder the ranking where given (`answer.nav.judged_beam`: the model's grades), pack
-    the budget. `shape`: the index's `shape_of`, when the caller searches it more than once."""
+    the budget. `shape`: the index's `shape_of`, when the caller searches it more than once.
+    `also`: more queries, each ranked too and the rankings taken by turns (`fuse`)."""
     shape = shape or shape_of(index)
-    ranking = rank_tree(
-        index,
-        question,
-        embedder=resolve_embedder(embedder),
-        params=params or default_params(kind),
-        shape=shape,
+    model = resolve_embedder(embedder)
+    ranking = fuse(
+        [
+            rank_tree(index, q, embedder=model, params=params or default_params(kind), shape=shape)
+            for q in [question, *also]
+        ]
     )
     if scope is not None:
         keep = set(scope)

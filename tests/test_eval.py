@@ -397,7 +397,7 @@ def test_bm25_method_record(tmp_path: Path) -> None:
 
 
 def test_method_registry_errors_are_one_line() -> None:
-    with pytest.raises(UserError, match=r"unknown method 'nope' \(available: bm25, embedding, ") as info:
+    with pytest.raises(UserError, match=r"unknown method 'nope' \(available: bm25, closed-book, embedding, ") as info:
         em.parse_methods("bm25,nope")
     assert "\n" not in str(info.value)
     em.PLANNED["someday"] = "a method not written yet"

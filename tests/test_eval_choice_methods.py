@@ -1,5 +1,6 @@
 """QuALITY-style methods: `nav-overview` (the summarized tree's inner-node summaries, top down, shown
-before the evidence, out of its budget) and `nav-options` (a query per option, rankings fused by turns)."""
+before the evidence, out of its budget) and the search per option every tree method makes for a
+multiple-choice question (`retrieve.choices`, the rankings fused by turns)."""
 
 from __future__ import annotations
 
@@ -105,13 +106,22 @@ def test_per_option_search_reads_each_options_evidence() -> None:
         id="q", question="What happened?", corpus="story", options=["keeper sang", "mast broke", "map lost"]
     )
     ctx = CorpusContext(corpus, embedder="hash")
-    plain, per = TreeMethod(budget=30), TreeMethod(budget=30, per_option=True)
-    assert plain.option_queries(case) == []
-    assert per.option_queries(case) == [
+    from knowtree.retrieve.choices import choice_queries
+    from knowtree.retrieve.treesearch import fuse, rank_tree
+
+    assert choice_queries(case.prompt()) == [
         "What happened? keeper sang",
         "What happened? mast broke",
         "What happened? map lost",
     ]
-    found = per.search(per.built(ctx), case.prompt(), also=per.option_queries(case))
+    per, plain = TreeMethod(budget=30), TreeMethod(budget=30, choices=False)
+    built = per.built(ctx)
+    plain._embedder = per._embedder  # the index was built (and embedded) by `per`
+    found = per.search(built, case.prompt())
     read = " ".join(ev.text for ev in found.evidence)
     assert "sang" in read and "mast" in read and "map" in read
+    # the ranking is the question's and each option's, by turns; without choices, the question's alone
+    queries = [case.prompt(), *choice_queries(case.prompt())]
+    ranks = [rank_tree(built.index, q, embedder=per.embedder, shape=built.shape) for q in queries]
+    assert found.ranking.pieces == fuse(ranks).pieces
+    assert plain.search(built, case.prompt()).ranking.pieces == ranks[0].pieces

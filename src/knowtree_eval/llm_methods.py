@@ -25,7 +25,7 @@ from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_h
 from knowtree_eval import metrics as m
 from knowtree_eval.base import CorpusContext, MethodFactory, MethodParams, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.scoring import account, answer_metrics, base_record, read_into, read_metrics
+from knowtree_eval.scoring import account, answer_metrics, base_record, read_metrics, read_text, score_answer
 
 SEP = "\n\n"
 
@@ -221,15 +221,12 @@ class FullTextMethod:
         total = sum(ctx.tokens(ctx.corpus.text(p)) for p in order)
         text = SEP.join(ctx.corpus.text(p) for p in kept)
         record = base_record(case, self.name)
-        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            read_into(record, client, case, text, runtime.choice_reads)
-            account(record, client, run_id)
+        read_text(record, case, ctx, text)
         record.retrieved = kept
         record.tokens_read = sum(ctx.tokens(ctx.corpus.text(p)) for p in kept)
         record.metrics = read_metrics(case, ctx, kept)
         record.metrics["cut"] = round(1 - record.tokens_read / total, 4) if total else 0.0
-        scores, record.choice = answer_metrics(case, record.prediction)
-        record.metrics.update(scores)
+        score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 
@@ -244,15 +241,11 @@ class ClosedBookMethod:
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         started = time.perf_counter()
-        runtime = ctx.need_runtime()
         record = base_record(case, self.name)
-        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            read_into(record, client, case, "", runtime.choice_reads)
-            account(record, client, run_id)
+        read_text(record, case, ctx, "")
         record.tokens_read = 0
         record.metrics = read_metrics(case, ctx, [])
-        scores, record.choice = answer_metrics(case, record.prediction)
-        record.metrics.update(scores)
+        score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 
@@ -294,18 +287,14 @@ class RaptorMethod:
         lengths = [ctx.tokens(nodes[i].text) for i in order]
         chosen = order[: m.within_budget(lengths, self.budget)]
         text = SEP.join(nodes[i].text for i in chosen)
-        runtime = ctx.need_runtime()
         record = base_record(case, self.name)
-        with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-            read_into(record, client, case, text, runtime.choice_reads)
-            account(record, client, run_id)
+        read_text(record, case, ctx, text)
         # evidence is passages: count those read directly (a summary is not the evidence itself)
         record.retrieved = [nodes[i].id for i in chosen if nodes[i].level == 0]
         record.tokens_read = sum(lengths[: len(chosen)])
         record.metrics = read_metrics(case, ctx, record.retrieved)
         record.metrics["summaries_read"] = float(sum(1 for i in chosen if nodes[i].level > 0))
-        scores, record.choice = answer_metrics(case, record.prediction)
-        record.metrics.update(scores)
+        score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 

@@ -35,7 +35,9 @@ _FACTORIES: dict[str, MethodFactory] = {
     "nav-judge": lambda p: _nav_method(p, judge_only=True),
     "nav-summarized": lambda p: _nav_method(p, summarize=True),
     "nav-overview": lambda p: _nav_method(p, overview=True),
-    "nav-options": lambda p: _nav_method(p, per_option=True),
+    # a search per multiple-choice option is `nav`'s default now; the old name stays for recorded commands
+    "nav-options": lambda p: _nav_method(p, name="nav-options"),
+    "nav-one-query": lambda p: _nav_method(p, choices=False, name="nav-one-query"),
 }
 
 
@@ -45,13 +47,16 @@ def _nav_method(
     judge_only: bool = False,
     summarize: bool = False,
     overview: bool = False,
-    per_option: bool = False,
+    choices: bool = True,
+    name: str | None = None,
 ) -> Method:
     from knowtree_eval.navmethod import nav_method
 
     if summarize or overview:
         _need_model("nav-overview" if overview else "nav-summarized", p)
-    return nav_method(p, judge_only=judge_only, summarize=summarize, overview=overview, per_option=per_option)
+    return nav_method(
+        p, judge_only=judge_only, summarize=summarize, overview=overview, choices=choices, name=name
+    )
 
 
 def _need_model(name: str, p: MethodParams) -> None:

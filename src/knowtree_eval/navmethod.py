@@ -40,7 +40,6 @@ class NavMethod(TreeMethod):
                 built,
                 asked,
                 judged_beam(client, asked, self.options, budget_tokens=self.evidence_budget(built)),
-                also=self.option_queries(case),
             )
             if self.answer:
                 self.answer_from(found.evidence, case, client, record, runtime.choice_reads, built)
@@ -70,18 +69,21 @@ def nav_method(
     judge_only: bool = False,
     summarize: bool = False,
     overview: bool = False,
-    per_option: bool = False,
+    choices: bool = True,
+    name: str | None = None,
 ) -> NavMethod:
     """`nav` (judge rounds + one answer call when the run has a model), or `nav-judge`: the judged
     ranking alone (its budget hit rates and judge cost, no answer call). `summarize`
     (`nav-summarized`): over the tree whose inner nodes the run's model summarized first (what a
     user's default build gives; `retrieve-summarized`'s tree, the summaries shared through the
-    cache). `p.extra["nav"]` (a `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
+    cache). `overview` (`nav-overview`): the summarized tree's inner summaries are shown to the
+    reader before the evidence, out of its budget. `choices` False (`nav-one-query`): a
+    multiple-choice question is searched with the question alone, not once more per option.
+    `p.extra["nav"]` (a `NavOptions`, from `knowtree eval --nav`) replaces the default options."""
     options = p.extra.get("nav") or NavOptions()
     if judge_only:
         return NavMethod(k=p.k, budget=p.budget, answer=False, name="nav-judge", options=options)
-    name = "nav-overview" if overview else "nav-summarized" if summarize else "nav"
-    name = "nav-options" if per_option else name
+    default = "nav-overview" if overview else "nav-summarized" if summarize else "nav"
     return NavMethod(
         k=p.k,
         budget=p.budget,
@@ -89,6 +91,6 @@ def nav_method(
         options=options,
         summarize=summarize or overview,
         overview=overview,
-        per_option=per_option,
-        name=name,
+        choices=choices,
+        name=name or default,
     )

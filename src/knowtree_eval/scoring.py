@@ -102,3 +102,18 @@ def account(record: Record, client: Any, run_id: str) -> None:
     record.output_tokens = u.output_tokens + u.cached_output_tokens
     record.cost_usd = round(u.cost_usd, 6)
     record.trace_id = run_id
+
+
+def read_text(record: Record, case: Case, ctx: CorpusContext, text: str) -> None:
+    """The shared reader over `text` (one question's run in the ledger, `record.method`'s), its answer
+    and usage into `record`; `score_answer` after the method has set `record.metrics`."""
+    runtime = ctx.need_runtime()
+    with runtime.question("eval", f"{record.method}:{case.corpus}", case.question) as (client, run_id):
+        read_into(record, client, case, text, runtime.choice_reads)
+        account(record, client, run_id)
+
+
+def score_answer(record: Record, case: Case) -> None:
+    """The answer's metrics (`answer_metrics`) added to `record.metrics`, its letter to `record.choice`."""
+    scores, record.choice = answer_metrics(case, record.prediction)
+    record.metrics.update(scores)

@@ -207,8 +207,9 @@ class TreeMethod:
     #: before the evidence, as context it cannot quote; their tokens come out of the budget
     overview: bool = False
     #: a multiple-choice question is searched once more per option (the question with that option),
-    #: the rankings taken by turns (`retrieve.treesearch.fuse`), so each option's best evidence is read
-    per_option: bool = False
+    #: the rankings taken by turns (`search_index`'s default, `retrieve.choices`); False: the question
+    #: alone (`nav-one-query`, what `nav` measured before)
+    choices: bool = True
     _built: dict[str, Built] = field(default_factory=dict, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
 
@@ -298,13 +299,7 @@ class TreeMethod:
         """The tokens left for evidence: the budget less the overview's."""
         return max(1, self.budget - built.overview_tokens)
 
-    def option_queries(self, case: Case) -> list[str]:
-        """The extra queries of a multiple-choice question with `per_option`: the question with each option."""
-        return [f"{case.question} {o}" for o in case.options or []] if self.per_option else []
-
-    def search(
-        self, built: Built, question: str, rerank: Rerank | None = None, also: list[str] | None = None
-    ) -> Found:
+    def search(self, built: Built, question: str, rerank: Rerank | None = None) -> Found:
         """The product's retrieval sequence (`search_index`: rank, optional re-ranking, pack the
         budget) over a corpus's tree, with this method's embedder and score parameters."""
         from knowtree.retrieve.treesearch import search_index
@@ -318,14 +313,14 @@ class TreeMethod:
             params=self.params,
             rerank=rerank,
             shape=built.shape,
-            also=also or (),
+            choices=self.choices,
         )
 
     def run(self, case: Case, ctx: CorpusContext) -> Record:
         started = time.perf_counter()
         built = self.built(ctx)
         # the question as the reader sees it: a multiple-choice question's options are search terms too
-        found = self.search(built, case.prompt(), also=self.option_queries(case))
+        found = self.search(built, case.prompt())
         ranking = found.ranking
         ranked = [built.piece_passage[p] for p in ranking.pieces]
         lengths = [built.piece_tokens[p] for p in ranking.pieces]

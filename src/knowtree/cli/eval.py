@@ -24,8 +24,9 @@ def eval_command(
             help="method(s), comma-separated: bm25, embedding (LLM-free unless --model is given: then they "
             "also answer), hybrid, tree (LLM-free tree as an index), walk, search, flat, memwalker, fulltext, raptor, "
             "nav, nav-judge, retrieve (tree + one answer call), tree-summarized / retrieve-summarized / nav-summarized (on a tree "
-            "whose inner nodes the model summarized first), nav-overview (its summaries shown to the reader), nav-options "
-            "(a search per multiple-choice option), closed-book (the reader with no text) (need a model; default: "
+            "whose inner nodes the model summarized first), nav-overview (its summaries shown to the reader), "
+            "nav-one-query (nav searching a multiple-choice question without a search per option; nav-options: "
+            "nav's old name for that search), closed-book (the reader with no text) (need a model; default: "
             "the configured one)",
         ),
     ] = "bm25",

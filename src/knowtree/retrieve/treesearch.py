@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
+from knowtree.retrieve.choices import choice_queries
 from knowtree.retrieve.treescore import (
     Group,
     ScoreParams,
@@ -233,20 +234,20 @@ def search_index(
     rerank: Rerank | None = None,
     shape: TreeShape | None = None,
     also: Sequence[str] = (),
+    choices: bool = True,
 ) -> Found:
     """The one sequence every kind of tree retrieves by: rank the index for `question` (no model),
     keep only pieces below `scope`'s nodes where given (a collection's chosen documents), let
     `rerank` reorder the ranking where given (`answer.nav.judged_beam`: the model's grades), pack
     the budget. `shape`: the index's `shape_of`, when the caller searches it more than once.
-    `also`: more queries, each ranked too and the rankings taken by turns (`fuse`)."""
+    `also`: more queries, each ranked too and the rankings taken by turns (`fuse`); by default
+    (`choices`) a multiple-choice question's are the question with each of its options
+    (`choices.choice_queries`), so every option's best evidence is read."""
     shape = shape or shape_of(index)
     model = resolve_embedder(embedder)
-    ranking = fuse(
-        [
-            rank_tree(index, q, embedder=model, params=params or default_params(kind), shape=shape)
-            for q in [question, *also]
-        ]
-    )
+    params = params or default_params(kind)
+    queries = [question, *(also or (choice_queries(question) if choices else ()))]
+    ranking = fuse([rank_tree(index, q, embedder=model, params=params, shape=shape) for q in queries])
     if scope is not None:
         keep = set(scope)
         ranking.pieces = [p for p in ranking.pieces if not keep.isdisjoint(shape.ancestors(p))]

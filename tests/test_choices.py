@@ -27,7 +27,21 @@ def test_split_choices_reads_lettered_options_one_per_line() -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "Why did the keeper leave? (A) The storm broke the mast (B) He lost the map (C) To sing",  # one line
+        "Why did the keeper leave?\nA) The storm broke the mast\nB) He lost the map\nC) To sing",
+        "Why did the keeper leave?\n  A. The storm broke the mast\n  B. He lost the map\n  C. To sing",
+    ],
+)
+def test_options_typed_other_ways(text: str) -> None:
+    assert split_choices(text) == split_choices(QUESTION)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "Who approved the budget?",
+        "Plan A. Then plan B) if that fails?",  # letters inside lines are no options
+        "Which?\n(A) a road (B) b\n(B) c",  # a letter twice
         "What does (A) mean in the formula?",  # a letter in brackets inside a line is no option
         "Which?\n(A) one",  # one option is no choice
         "Which?\n(B) one\n(A) two",  # not lettered in order

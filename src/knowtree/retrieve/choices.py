@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import re
 
-# "(A) text" at the start of a line (the form a question's options are usually written in)
-_CHOICE = re.compile(r"(?:^|\n)[ \t]*\(([A-Z])\)[ \t]*")
+# an option's letter: "(A)" anywhere after a space (a question typed on one line), or "A)" / "A." at
+# the start of a line
+_CHOICE = re.compile(r"(?:^|(?<=\s))\(([A-Z])\)[ \t]*|(?:^|(?<=\n))[ \t]*([A-Z])[.)][ \t]+", re.MULTILINE)
 
 
 def split_choices(text: str) -> tuple[str, list[str]] | None:
-    """Split "question\\n(A) x\\n(B) y…" into the question and its options' texts, each on one line;
-    None unless at least two options are lettered A, B, … in order, each at the start of a line."""
+    """Split "question\\n(A) x\\n(B) y…" (or "question (A) x (B) y", or lines "A) x" / "A. x") into the
+    question and its options' texts, each on one line; None unless at least two options are lettered
+    A, B, … in order (a stray "(A)" in a question is no choice, nor is a letter in an option)."""
     marks = list(_CHOICE.finditer(text))
-    letters = [m.group(1) for m in marks]
+    letters = [m.group(1) or m.group(2) for m in marks]
     if len(letters) < 2 or letters != [chr(65 + i) for i in range(len(letters))]:
         return None
     stem = text[: marks[0].start()].strip()

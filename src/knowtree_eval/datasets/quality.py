@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 from knowtree.errors import InputError
-from knowtree.retrieve.choices import split_choices
 from knowtree_eval.datasets.base import DEFAULT_CHUNK_CHARS, Case, Corpus, Dataset
 from knowtree_eval.datasets.read import chunk_passages, jsonl_objects, limit_cases, need, prune
 
+_OPTION = re.compile(r"(?:^|\n)[ \t]*\(([A-D])\)[ \t]*")
 _GOLD = re.compile(r"^\s*\(?([A-D])\)")
 # questions L-Eval added to QuALITY (counting and "longest ..." questions): not reading comprehension
 _LEVAL_EXTRA = re.compile(
@@ -19,9 +19,17 @@ _LEVAL_EXTRA = re.compile(
 
 
 def parse_options(text: str) -> tuple[str, list[str]] | None:
-    """Split "question\\n(A) x\\n(B) y…" into the question and its option texts (None if not A, B… in
-    order): the product's own reading of a multiple-choice question (`knowtree.retrieve.choices`)."""
-    return split_choices(text)
+    """Split "question\\n(A) x\\n(B) y…" into the question and its option texts (None if not A–D in order)."""
+    marks = list(_OPTION.finditer(text))
+    letters = [m.group(1) for m in marks]
+    if len(letters) < 2 or letters != [chr(65 + i) for i in range(len(letters))]:
+        return None
+    stem = text[: marks[0].start()].strip()
+    options = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        options.append(" ".join(text[m.end() : end].split()))
+    return stem, options
 
 
 def load_quality(

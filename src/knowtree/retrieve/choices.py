@@ -17,18 +17,19 @@ import re
 _CHOICE = re.compile(r"(?:^|(?<=\s))\(([A-Z])\)[ \t]*|(?:^|(?<=\n))[ \t]*([A-Z])[.)][ \t]+", re.MULTILINE)
 
 
-def split_choices(text: str) -> tuple[str, list[str]] | None:
+def split_choices(text: str, marks: re.Pattern[str] = _CHOICE) -> tuple[str, list[str]] | None:
     """Split "question\\n(A) x\\n(B) y…" (or "question (A) x (B) y", or lines "A) x" / "A. x") into the
     question and its options' texts, each on one line; None unless at least two options are lettered
-    A, B, … in order (a stray "(A)" in a question is no choice, nor is a letter in an option)."""
-    marks = list(_CHOICE.finditer(text))
-    letters = [m.group(1) or m.group(2) for m in marks]
+    A, B, … in order (a stray "(A)" in a question is no choice, nor is a letter in an option).
+    `marks`: another reading of an option's letter (its one non-empty group), e.g. a dataset's own."""
+    found = list(marks.finditer(text))
+    letters = [next((g for g in m.groups() if g), "") for m in found]
     if len(letters) < 2 or letters != [chr(65 + i) for i in range(len(letters))]:
         return None
-    stem = text[: marks[0].start()].strip()
+    stem = text[: found[0].start()].strip()
     options = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(text)
         options.append(" ".join(text[m.end() : end].split()))
     return stem, options
 

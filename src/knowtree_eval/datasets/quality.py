@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from knowtree.errors import InputError
+from knowtree.retrieve.choices import split_choices
 from knowtree_eval.datasets.base import DEFAULT_CHUNK_CHARS, Case, Corpus, Dataset
 from knowtree_eval.datasets.read import chunk_passages, jsonl_objects, limit_cases, need, prune
 
@@ -19,17 +20,10 @@ _LEVAL_EXTRA = re.compile(
 
 
 def parse_options(text: str) -> tuple[str, list[str]] | None:
-    """Split "question\\n(A) x\\n(B) y…" into the question and its option texts (None if not A–D in order)."""
-    marks = list(_OPTION.finditer(text))
-    letters = [m.group(1) for m in marks]
-    if len(letters) < 2 or letters != [chr(65 + i) for i in range(len(letters))]:
-        return None
-    stem = text[: marks[0].start()].strip()
-    options = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        options.append(" ".join(text[m.end() : end].split()))
-    return stem, options
+    """Split "question\\n(A) x\\n(B) y…" into the question and its option texts (None if not A–D in
+    order): the product's split (`knowtree.retrieve.choices`) with the loader's own strict reading of a
+    letter, so a dataset's parse does not move with the product's."""
+    return split_choices(text, _OPTION)
 
 
 def load_quality(

@@ -25,7 +25,7 @@ from knowtree.types import Answer, Document, Node, NodeKind, NodeMeta, content_h
 from knowtree_eval import metrics as m
 from knowtree_eval.base import CorpusContext, MethodFactory, MethodParams, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.scoring import account, answer_metrics, base_record, read_metrics, read_text, score_answer
+from knowtree_eval.scoring import account, base_record, read_metrics, read_text, score_answer
 
 SEP = "\n\n"
 
@@ -135,8 +135,7 @@ class WalkMethod:
         record.retrieved = self._passages(nodes, read)
         record.tokens_read = sum(ctx.tokens(nodes[i].text) for i in dict.fromkeys(read))
         record.metrics = read_metrics(case, ctx, record.retrieved)
-        scores, record.choice = answer_metrics(case, record.prediction)
-        record.metrics.update(scores)
+        score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 

@@ -9,6 +9,7 @@ Methods are registered by name (`register_method`); the built-in ones are the re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from knowtree.errors import UserError
 from knowtree_eval.base import CorpusContext, Method, MethodFactory, MethodParams, Record
@@ -41,22 +42,14 @@ _FACTORIES: dict[str, MethodFactory] = {
 }
 
 
-def _nav_method(
-    p: MethodParams,
-    *,
-    judge_only: bool = False,
-    summarize: bool = False,
-    overview: bool = False,
-    choices: bool = True,
-    name: str | None = None,
-) -> Method:
+def _nav_method(p: MethodParams, **options: Any) -> Method:
+    """`navmethod.nav_method(p, **options)`, loaded on first use, once the summarizing forms have
+    checked that the run has a model."""
     from knowtree_eval.navmethod import nav_method
 
-    if summarize or overview:
-        _need_model("nav-overview" if overview else "nav-summarized", p)
-    return nav_method(
-        p, judge_only=judge_only, summarize=summarize, overview=overview, choices=choices, name=name
-    )
+    if options.get("summarize") or options.get("overview"):
+        _need_model("nav-overview" if options.get("overview") else "nav-summarized", p)
+    return nav_method(p, **options)
 
 
 def _need_model(name: str, p: MethodParams) -> None:

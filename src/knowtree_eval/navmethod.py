@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from knowtree.answer.nav import NavOptions
 from knowtree_eval.base import CorpusContext, MethodParams, Record
 from knowtree_eval.datasets import Case
-from knowtree_eval.scoring import account, answer_metrics, base_record, retrieval_metrics
+from knowtree_eval.scoring import account, base_record, retrieval_metrics, score_answer
 from knowtree_eval.treemethod import TreeMethod
 
 
@@ -55,8 +55,7 @@ class NavMethod(TreeMethod):
         record.metrics["judge_fallbacks"] = float(nav.fallbacks)
         record.metrics["graded_yes"] = float(sum(1 for g in nav.grades.values() if g > 0.5))
         if self.answer:
-            scores, record.choice = answer_metrics(case, record.prediction)
-            record.metrics.update(scores)
+            score_answer(record, case)
         record.tokens_read += nav.shown_chars // 4  # the judged snippets were read too
         record.status = "fallback" if nav.fallbacks else "judged"
         record.wall_s = time.perf_counter() - started

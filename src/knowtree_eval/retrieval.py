@@ -10,7 +10,7 @@ from knowtree.retrieve.bm25 import LexicalIndex
 from knowtree_eval import metrics as m
 from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case
-from knowtree_eval.scoring import BUDGETS, account, answer_metrics, base_record, read_into, retrieval_metrics
+from knowtree_eval.scoring import BUDGETS, base_record, read_text, retrieval_metrics, score_answer
 
 if TYPE_CHECKING:
     from knowtree.retrieve.vectors import VectorIndex
@@ -55,13 +55,9 @@ class BM25Method:
         record.metrics = retrieval_metrics(case, ctx, ranked, k=self.k, budget=self.budget)
         record.tokens_read = sum(lengths[: len(top)])
         if self.answer:
-            runtime = ctx.need_runtime()
-            with runtime.question("eval", f"{self.name}:{case.corpus}", case.question) as (client, run_id):
-                text = "\n\n".join(f"[{i + 1}] {ctx.corpus.text(p)}" for i, p in enumerate(top))
-                read_into(record, client, case, text, runtime.choice_reads)
-                account(record, client, run_id)
-            scores, record.choice = answer_metrics(case, record.prediction)
-            record.metrics.update(scores)
+            text = "\n\n".join(f"[{i + 1}] {ctx.corpus.text(p)}" for i, p in enumerate(top))
+            read_text(record, case, ctx, text)
+            score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 

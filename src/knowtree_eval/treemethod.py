@@ -26,7 +26,7 @@ from knowtree.retrieve.treescore import ScoreParams
 from knowtree.types import Node, NodeKind, NodeMeta, Span, content_hash
 from knowtree_eval.base import CorpusContext, Record
 from knowtree_eval.datasets import Case, Corpus
-from knowtree_eval.scoring import account, answer_metrics, base_record, read_into, retrieval_metrics
+from knowtree_eval.scoring import account, base_record, read_into, retrieval_metrics, score_answer
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
@@ -335,8 +335,7 @@ class TreeMethod:
             ):
                 self.answer_from(found.evidence, case, client, record, ctx.need_runtime().choice_reads, built)
                 account(record, client, run_id)
-            scores, record.choice = answer_metrics(case, record.prediction)
-            record.metrics.update(scores)
+            score_answer(record, case)
         record.wall_s = time.perf_counter() - started
         return record
 

@@ -1,33 +1,47 @@
-"""The embedded model: llama-cpp-python running a GGUF in this process, offline.
+"""The embedded model: llama-cpp-python running a GGUF offline, in a model process of its own.
 
-Loading takes seconds and ~2 GB of RAM, so it happens on the first call, not at construction. A llama.cpp
-context is not thread-safe, so one lock guards loading and every call (`max_concurrency = 1`).
+The model runs in a worker process (`local_worker`), started on the first call, so a native crash in
+llama.cpp (SIGSEGV, SIGILL), an OOM kill or a `kill -9` ends that call with a one-line
+`ModelCallError` naming the cause, and the next call starts a fresh worker; the calling process (the
+CLI, `knowtree serve`) never goes down with it. With `KNOWTREE_MODEL_SOCKET=PATH` (or `socket=`) it
+uses the model process that `knowtree model serve --socket PATH` runs instead, so several processes
+share one loaded model.
+
+Loading takes seconds and ~2 GB of RAM, so it happens on the first call, not at construction. The
+worker answers one call at a time and a lock here serialises this adapter's calls (`max_concurrency = 1`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket as socketlib
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from knowtree.errors import ConfigError, ModelCallError
+from knowtree.errors import ConfigError, KnowtreeError, ModelCallError
+from knowtree.llm.adapters.llama_build import exit_cause
+from knowtree.llm.adapters.llama_engine import DEFAULT_SYSTEM, NEEDS_LLAMA_CPP, LogitTap
+from knowtree.llm.adapters.local_worker import DEFAULT_ENGINE, receive, send
 from knowtree.llm.adapters.model_files import (
     DEFAULT_LOCAL_MODEL,
     ensure_local_model,
     is_default_spec,
     resolve_gguf,
 )
-from knowtree.llm.base import Completion, Model, Request, TokenLogprob
+from knowtree.llm.base import Completion, Model, Request
 
-NEEDS_LLAMA_CPP = 'the embedded model needs llama-cpp-python: pip install "knowtree[local]"'
+__all__ = ["DEFAULT_SYSTEM", "NEEDS_LLAMA_CPP", "LocalModel", "LogitTap"]
 
-#: Qwen's chat template injects "You are Qwen, created by Alibaba Cloud…" when no system message is sent.
-DEFAULT_SYSTEM = "You are a precise assistant."
+SOCKET_ENV = "KNOWTREE_MODEL_SOCKET"
 
-#: chat-template tokens per message (role markers, separators) on top of the contents themselves
-_TEMPLATE_TOKENS_PER_MESSAGE = 8
+_ERRORS: dict[str, type[KnowtreeError]] = {"ConfigError": ConfigError, "ModelCallError": ModelCallError}
 
 
 def _default_threads() -> int:
@@ -44,60 +58,52 @@ def _default_threads() -> int:
     return os.cpu_count() or 1
 
 
-def _chat_messages(request: Request) -> list[dict[str, str]]:
-    """Messages with exactly one system message, first (Qwen's template only honours a leading one)."""
-    system = [m.content for m in request.messages if m.role == "system"]
-    rest = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
-    return [{"role": "system", "content": "\n\n".join(system) if system else DEFAULT_SYSTEM}, *rest]
+class _Lost(Exception):
+    """The model process went away in the middle of a call."""
 
 
-class LogitTap:
-    """Records, at every generated token, the `top` most likely tokens with their log-probabilities.
+@dataclass
+class _Channel:
+    """One conversation with a model process: a child over pipes, or a shared one over a socket."""
 
-    llama-cpp-python reports logprobs only for a model loaded with `logits_all=True`, which keeps
-    the logits of every prompt token (n_ctx × 152k floats, ~5 GB at 8k context). A logits processor
-    sees the same raw logits of the token being generated (before the grammar and the repeat
-    penalty) at no memory cost; it returns them unchanged."""
+    inp: IO[bytes]
+    out: IO[bytes]
+    proc: subprocess.Popen[bytes] | None = None
+    sock: socketlib.socket | None = None
+    info: dict[str, Any] = field(default_factory=dict)
 
-    def __init__(self, top: int) -> None:
-        self.top = top
-        self.steps: list[tuple[int, list[tuple[int, float]]]] = []  # (tokens so far, [(id, logprob)])
+    def call(self, message: dict[str, Any], on_piece: Callable[[str], None] | None = None) -> Any:
+        try:
+            send(self.out, message)
+            while (reply := receive(self.inp)) is not None:
+                if "piece" in reply:
+                    if on_piece is not None:
+                        on_piece(str(reply["piece"]))
+                    continue
+                if "error" in reply:
+                    error = reply["error"]
+                    raise _ERRORS.get(error.get("type"), ModelCallError)(str(error.get("message")))
+                return reply.get("ok")
+        except (OSError, ValueError) as exc:
+            raise _Lost(str(exc)) from exc
+        raise _Lost("end of stream")
 
-    def __call__(self, input_ids: Any, logits: Any) -> Any:
-        import numpy as np
-
-        x = np.asarray(logits, dtype=np.float64)
-        peak = float(x.max())
-        log_total = peak + float(np.log(np.exp(x - peak).sum()))
-        k = min(self.top, x.size)
-        best = np.argpartition(-x, k - 1)[:k]
-        best = best[np.argsort(-x[best])]
-        self.steps.append((len(input_ids), [(int(t), float(x[t]) - log_total) for t in best]))
-        return logits
-
-    def tokens(self, generated: list[int], detokenize: Callable[[int], str]) -> list[TokenLogprob]:
-        """The reply's tokens (ids in `generated`, the context's tokens from the first reply token on)
-        with their logprobs; a step whose token was never evaluated (the last one) is left out."""
-        out: list[TokenLogprob] = []
-        start = self.steps[0][0] if self.steps else 0
-        for n, top in self.steps:
-            i = n - start
-            if i >= len(generated):
-                break
-            chosen = generated[i]
-            alternatives = dict(top)
-            out.append(
-                TokenLogprob(
-                    token=detokenize(chosen),
-                    logprob=alternatives.get(chosen, min(alternatives.values(), default=0.0)),
-                    top=[(detokenize(t), lp) for t, lp in top],
-                )
-            )
-        return out
+    def close(self, *, wait: float = 5.0) -> None:
+        for stream in (self.out, self.inp):
+            with contextlib.suppress(OSError):
+                stream.close()
+        if self.sock is not None:
+            self.sock.close()
+        if self.proc is not None:  # its stdin closed: it exits; one that does not is killed
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 class LocalModel(Model):
-    """A GGUF model run in-process by llama-cpp-python (the default, offline model)."""
+    """A GGUF model run by llama-cpp-python in a model process (the default, offline model)."""
 
     max_concurrency = 1
 
@@ -108,6 +114,8 @@ class LocalModel(Model):
         n_ctx: int = 8192,
         n_threads: int | None = None,
         seed: int = 0,
+        socket: str | None = None,
+        engine: str = DEFAULT_ENGINE,
     ) -> None:
         # An explicit file is checked now (cheap); the default is assembled lazily (1.1 GB of copying).
         self._path: Path | None = None if is_default_spec(gguf) else resolve_gguf(gguf)
@@ -117,46 +125,111 @@ class LocalModel(Model):
         self.n_ctx = n_ctx
         self.n_threads = n_threads if n_threads is not None else _default_threads()
         self.seed = seed
-        self._llm: Any = None
+        self.socket = socket if socket is not None else (os.environ.get(SOCKET_ENV) or None)
+        self.engine = engine
+        self._channel: _Channel | None = None
         self._lock = threading.Lock()
 
     @property
     def path(self) -> Path | None:
-        """The GGUF file, once known (the default model's path is known after loading)."""
+        """The GGUF file, once known (the default model's path is known after the first call)."""
         return self._path
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The model process's pid while one is running (for a shared one, its own pid)."""
+        return None if self._channel is None else self._channel.info.get("pid")
 
     def load(self) -> None:
         """Load the model now instead of on the first call (e.g. to fail early or warm up)."""
         with self._lock:
-            self._ensure_loaded()
+            self._call({"op": "load"}, None)
 
-    def _ensure_loaded(self) -> Any:
-        if self._llm is not None:
-            return self._llm
-        try:
-            import llama_cpp
-        except ImportError as exc:
-            raise ConfigError(NEEDS_LLAMA_CPP) from exc
+    def config(self) -> dict[str, Any]:
+        """What the model process needs to load this model (the path resolved first)."""
         if self._path is None:
             self._path = ensure_local_model()
-        try:
-            self._llm = llama_cpp.Llama(
-                model_path=str(self._path),
-                n_ctx=self.n_ctx,  # the library default is 512: far too small
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                seed=self.seed,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ConfigError(f"cannot load the model file {self._path}: {exc}") from exc
-        return self._llm
+        return {
+            "path": str(self._path),
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "seed": self.seed,
+            "id": self.id,
+        }
 
-    def _prompt_tokens(self, llm: Any, messages: list[dict[str, str]]) -> int:
-        """A close estimate of the templated prompt's length, with the model's own tokenizer."""
-        text = "\n".join(m["content"] for m in messages)
-        tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-        return len(tokens) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
+    def _ensure_loaded(self) -> _Channel:
+        """The channel to the model process: the running one, or a new one (started or connected)."""
+        if self._channel is None:
+            channel = self._connect() if self.socket else self._spawn()
+            try:
+                channel.info = channel.call({"op": "hello"}) or {}
+            except _Lost as exc:
+                channel.close(wait=1.0)
+                raise ModelCallError(self._lost_message(channel, "while starting", str(exc))) from None
+            except KnowtreeError:
+                channel.close(wait=1.0)
+                raise
+            served = channel.info.get("id")
+            if self.socket and served != self.id:
+                channel.close()
+                raise ConfigError(
+                    f"the shared model process at {self.socket} serves {served}, not {self.id}: "
+                    f"unset {SOCKET_ENV} or start it with this model"
+                )
+            self._channel = channel
+        return self._channel
+
+    def _spawn(self) -> _Channel:
+        command = [
+            sys.executable, "-m", "knowtree.llm.adapters.local_worker",
+            "--engine", self.engine, "--config", json.dumps(self.config()), "--parent", str(os.getpid()),
+        ]  # fmt: skip
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        except OSError as exc:
+            raise ModelCallError(f"cannot start the embedded model process: {exc}") from exc
+        assert proc.stdin is not None and proc.stdout is not None
+        return _Channel(inp=proc.stdout, out=proc.stdin, proc=proc)
+
+    def _connect(self) -> _Channel:
+        assert self.socket is not None
+        sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+        try:
+            sock.connect(self.socket)
+        except OSError as exc:
+            sock.close()
+            raise ModelCallError(
+                f"no shared model process at {self.socket} ({exc.strerror or exc}): start one with "
+                f"`knowtree model serve --socket {self.socket}`, or unset {SOCKET_ENV}"
+            ) from None
+        return _Channel(inp=sock.makefile("rb"), out=sock.makefile("wb"), sock=sock)
+
+    def _lost_message(self, channel: _Channel, when: str, detail: str) -> str:
+        if channel.proc is not None:
+            try:
+                code = channel.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                channel.proc.kill()
+                code = channel.proc.wait()
+            return (
+                f"the embedded model process ({self.id}) died ({exit_cause(code)}) {when}; "
+                "the next call starts a new one; if this repeats, run `knowtree doctor`"
+            )
+        return (
+            f"the shared model process at {self.socket} went away {when} ({detail}); "
+            "the next call reconnects; if this repeats, check `knowtree model serve` and run `knowtree doctor`"
+        )
+
+    def _call(self, message: dict[str, Any], on_text: Callable[[str], None] | None) -> Any:
+        """One call to the model process (the caller holds the lock); a lost process → ModelCallError."""
+        channel = self._ensure_loaded()
+        try:
+            return channel.call(message, on_text)
+        except _Lost as exc:
+            self._channel = None
+            text = self._lost_message(channel, "during a call", str(exc))
+            channel.close(wait=1.0)
+            raise ModelCallError(text) from None
 
     def complete(self, request: Request) -> Completion:
         return self._complete(request, None)
@@ -164,84 +237,19 @@ class LocalModel(Model):
     def complete_streaming(self, request: Request, on_text: Callable[[str], None]) -> Completion:
         return self._complete(request, on_text)
 
-    @staticmethod
-    def _stream(
-        llm: Any, kwargs: dict[str, Any], on_text: Callable[[str], None], n_prompt: int
-    ) -> dict[str, Any]:
-        """Stream a chat completion, handing each text piece to `on_text`; returns the usual response."""
-        text: list[str] = []
-        finish = None
-        for chunk in llm.create_chat_completion(**kwargs, stream=True):
-            choice = (chunk.get("choices") or [{}])[0]
-            piece = (choice.get("delta") or {}).get("content") or ""
-            if piece:
-                text.append(piece)
-                on_text(piece)
-            finish = choice.get("finish_reason") or finish
-        full = "".join(text)
-        # streamed chunks carry no usage: the prompt estimate from before the call, the reply counted
-        usage = {
-            "prompt_tokens": n_prompt,
-            "completion_tokens": len(llm.tokenize(full.encode("utf-8"), add_bos=False)),
-        }
-        return {"choices": [{"message": {"content": full}, "finish_reason": finish}], "usage": usage}
-
     def _complete(self, request: Request, on_text: Callable[[str], None] | None) -> Completion:
-        messages = _chat_messages(request)
-        kwargs: dict[str, Any] = {
-            "messages": messages,
-            "temperature": request.temperature,
-            "max_tokens": request.max_tokens,
-            "seed": self.seed,  # per call, so a reply does not depend on what ran before it
-            # llama.cpp's usual default; without it the 1.5B model can loop ("again again again")
-            "repeat_penalty": 1.1,
+        message = {
+            "op": "complete",
+            "request": request.model_dump(mode="json", by_alias=True),
+            "stream": on_text is not None,
         }
-        if request.schema_:
-            # The OpenAI-style {"type": "json_schema"} form is silently ignored in-process.
-            kwargs["response_format"] = {"type": "json_object", "schema": request.schema_}
-        tap = LogitTap(request.logprobs) if request.logprobs > 0 and on_text is None else None
-        if tap is not None:
-            from llama_cpp import LogitsProcessorList
-
-            kwargs["logits_processor"] = LogitsProcessorList([tap])
         with self._lock:
-            llm = self._ensure_loaded()
-            n_prompt = self._prompt_tokens(llm, messages)
-            if n_prompt + request.max_tokens > self.n_ctx:
-                raise ModelCallError(
-                    f"prompt too long for {self.id}: about {n_prompt} prompt tokens + {request.max_tokens} "
-                    f"reply tokens exceed the context window of {self.n_ctx}"
-                )
-            try:
-                if on_text is None:
-                    response = llm.create_chat_completion(**kwargs)
-                else:
-                    response = self._stream(llm, kwargs, on_text, n_prompt)
-            except (ValueError, RuntimeError) as exc:
-                raise ModelCallError(f"{self.id} failed: {exc}") from exc
-            logprobs = None
-            if tap is not None and tap.steps:
-                ids = [int(t) for t in llm.input_ids[tap.steps[0][0] : llm.n_tokens]]
-
-                def text_of(token: int) -> str:
-                    return llm.detokenize([token]).decode("utf-8", errors="replace")
-
-                logprobs = tap.tokens(ids, text_of)
-        choices = response.get("choices") or []
-        choice = choices[0] if choices else {}
-        text = (choice.get("message") or {}).get("content") or ""
-        usage = response.get("usage") or {}
-        return Completion(
-            text=text,
-            input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
-            finish_reason=choice.get("finish_reason"),
-            logprobs=logprobs,
-        )
+            result = self._call(message, on_text)
+        return Completion.model_validate(result)
 
     def close(self) -> None:
-        """Free the model's memory; a later call loads it again."""
+        """Stop the model process (a shared one is only disconnected); a later call starts it again."""
         with self._lock:
-            llm, self._llm = self._llm, None
-            if llm is not None and hasattr(llm, "close"):
-                llm.close()
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()

@@ -182,6 +182,35 @@ def read_system_info(python: str = sys.executable, timeout: float = 120.0) -> tu
     return data.get("version"), str(data.get("system_info", ""))
 
 
+_GENERATE = (
+    "import json, sys, time, llama_cpp\n"
+    "llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=False)\n"
+    "start = time.monotonic()\n"
+    "out = llm.create_completion('Say hi.', max_tokens=1, temperature=0.0)\n"
+    "print(json.dumps({'text': out['choices'][0]['text'], 'seconds': time.monotonic() - start}))\n"
+)
+
+
+def generate_one(model: Path, python: str = sys.executable, timeout: float = 180.0) -> tuple[str, float]:
+    """Load `model` and generate one token in a subprocess: (the token, seconds). RuntimeError with one
+    line naming the cause (a crash's signal, a timeout) otherwise."""
+    try:
+        done = subprocess.run(
+            [python, "-c", _GENERATE, str(model)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"no token within {timeout:.0f} s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        raise RuntimeError(f"the model process failed ({exit_cause(done.returncode)}) {last}".strip())
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return str(data["text"]), float(data["seconds"])
+
+
 def inspect(python: str = sys.executable, flags: set[str] | None = None) -> BuildReport:
     """How `python`'s llama.cpp was built, and what that means on this CPU."""
     report = BuildReport(python=python)

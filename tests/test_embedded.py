@@ -1,5 +1,6 @@
 """Integration tests on the real embedded model (few and short: each model call takes seconds on 2 cores).
 
+The model runs in its own process (`knowtree.llm.adapters.local_worker`), never in the test's.
 Skipped when the [local] extra is not installed or KNOWTREE_SKIP_EMBEDDED=1.
 """
 
@@ -40,6 +41,7 @@ def sample_kb(tmp_path_factory: pytest.TempPathFactory):
 def test_build_fills_metadata_and_rebuild_is_free(sample_kb) -> None:
     kt, report, corpus = sample_kb
     assert report.leaves == 3 and report.usage.calls == 4
+    assert "llama_cpp" not in sys.modules  # the model ran in the model process, not in this one
     tree = kt.tree("sample")
     for node in tree.nodes.values():
         assert node.meta.summary and node.meta.fallback is None
@@ -137,3 +139,83 @@ def test_openai_compatible_server_end_to_end(tmp_path: Path) -> None:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def _model_process_of(parent: int, timeout: float) -> int:
+    """The pid of `parent`'s embedded-model process, once it has started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"local_worker" in cmdline:
+                return int(entry.name)
+        time.sleep(0.1)
+    raise AssertionError("the server started no model process")
+
+
+def test_kill_9_of_the_model_process_mid_question_fails_that_question_only(tmp_path: Path) -> None:
+    """Through `knowtree serve` over HTTP: the question whose model process is killed gets one clear
+    line (a 502), the server keeps serving, and the next question is answered by a fresh process."""
+    corpus = tmp_path / "lighthouse"
+    corpus.mkdir()
+    for item in SAMPLE.iterdir():
+        if item.name.endswith(".md"):
+            (corpus / item.name).write_text(item.read_text(encoding="utf-8"), encoding="utf-8")
+    db = str(tmp_path / "kb.db")
+    cli = [sys.executable, "-c", "from knowtree.cli.app import main; main()"]
+    env = {**os.environ, "KNOWTREE_THREADS": "2"}
+    subprocess.run([*cli, "build", str(corpus), "--tree", "sample", "--summaries", "none", "--db", db],
+                   check=True, env=env, capture_output=True, timeout=300)  # fmt: skip
+    port = _free_port()
+    server = subprocess.Popen(
+        [*cli, "serve", "--db", db, "--port", str(port), "--allow-root", str(tmp_path), "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    question = {"question": "Which database did the team choose for Lighthouse?"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.3)
+        with httpx.Client(timeout=600) as client:
+            import threading
+
+            result: dict[str, httpx.Response] = {}
+            asking = threading.Thread(
+                target=lambda: result.setdefault("r", client.post(f"{base}/v1/trees/sample/ask", json=question))
+            )
+            asking.start()
+            worker = _model_process_of(server.pid, timeout=60)
+            time.sleep(3)  # loading or answering
+            os.kill(worker, 9)
+            asking.join(timeout=120)
+            assert not asking.is_alive(), "the killed question hangs"
+            failed = result["r"]
+            assert failed.status_code == 502, failed.text
+            detail = failed.json()["detail"]
+            assert "SIGKILL" in detail and "\n" not in detail and "knowtree doctor" in detail
+            assert server.poll() is None  # the server never stopped
+            answered = client.post(f"{base}/v1/trees/sample/ask", json=question)
+        assert answered.status_code == 200, answered.text
+        answer = answered.json()
+        assert answer["status"] == "complete" and "postgres" in (answer["answer"] or "").lower()
+        assert _model_process_of(server.pid, timeout=5) != worker
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

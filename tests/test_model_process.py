@@ -21,6 +21,9 @@ from knowtree.llm.adapters.local import LocalModel
 from knowtree.llm.base import Message, Request
 
 FAKE = "knowtree.testing.fake_engine:FakeEngine"
+#: for the subprocesses of these tests: the knowtree under test, whatever the working directory
+SRC = str(Path(local.__file__).resolve().parents[3])
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
 _REAL_ENSURE_LOADED = LocalModel._ensure_loaded  # conftest forbids it (the real model); the fake is fine
 
 
@@ -120,7 +123,7 @@ def test_parent_killed_mid_call_leaves_no_orphan(tmp_path: Path) -> None:
         "m.load(); print(m.worker_pid, flush=True)\n"
         "m.complete(Request(messages=[Message(role='user', content='sleep:60')]))\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert parent.stdout is not None
         worker = int(parent.stdout.readline())
@@ -137,7 +140,7 @@ def test_parent_killed_mid_call_leaves_no_orphan(tmp_path: Path) -> None:
 
 def test_the_worker_process_refuses_to_start_without_a_config() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "knowtree.llm.adapters.local_worker"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "knowtree.llm.adapters.local_worker"], capture_output=True, text=True, timeout=60, env=ENV
     )
     assert done.returncode == 2 and "--config" in done.stderr
 
@@ -152,7 +155,7 @@ def shared(tmp_path: Path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "knowtree.llm.adapters.local_worker", "--engine", FAKE,
              "--config", json.dumps(config), "--socket", str(sock)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, text=True, env=ENV,
         )  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
         return proc
@@ -225,7 +228,7 @@ def test_a_second_server_on_a_live_socket_is_refused(shared) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "knowtree.llm.adapters.local_worker", "--engine", FAKE, "--config", "{}",
          "--socket", str(sock)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env=ENV,
     )  # fmt: skip
     assert done.returncode != 0 and "already listening" in done.stderr
 
@@ -233,3 +236,43 @@ def test_a_second_server_on_a_live_socket_is_refused(shared) -> None:
 def test_exit_causes_are_named() -> None:
     assert exit_cause(-9).startswith("SIGKILL") and exit_cause(-11).startswith("SIGSEGV")
     assert "CPU features" in exit_cause(-4) and exit_cause(3) == "exit code 3"
+
+
+def test_kill_9_mid_question_through_the_http_api_is_a_502_line_and_the_next_question_works(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    import knowtree
+    from knowtree.server.app import create_app
+    from knowtree.server.config import ServerConfig
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "db.md").write_text("# Database\n\nThe team chose Postgres for Lighthouse.\n")
+    model = LocalModel(_gguf(tmp_path), engine=FAKE)
+    kt = knowtree.open(tmp_path / "kb.db", model=model, summaries="none")
+    try:
+        kt.build([str(docs)], tree="t")
+        client = TestClient(create_app(kt, ServerConfig(allowed_roots=[tmp_path], trusted_hosts=["testserver"])))
+        killed: list[int] = []
+
+        def kill_when_started() -> None:
+            while model.worker_pid is None:
+                time.sleep(0.02)
+            time.sleep(0.3)
+            killed.append(model.worker_pid)
+            os.kill(model.worker_pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_when_started, daemon=True).start()
+        failed = client.post("/v1/trees/t/ask", json={"question": "Which database? sleep:30"})
+        assert failed.status_code == 502, failed.text
+        detail = failed.json()["detail"]
+        assert "SIGKILL" in detail and "\n" not in detail and "knowtree doctor" in detail
+        answered = client.post("/v1/trees/t/ask", json={"question": "Which database?"})
+        assert answered.status_code == 200, answered.text
+        assert model.worker_pid not in (None, *killed)
+    finally:
+        kt.close()
+    assert model.worker_pid is None  # closing the knowtree stopped the model process

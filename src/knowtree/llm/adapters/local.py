@@ -184,8 +184,13 @@ class LocalModel(Model):
             sys.executable, "-m", "knowtree.llm.adapters.local_worker",
             "--engine", self.engine, "--config", json.dumps(self.config()), "--parent", str(os.getpid()),
         ]  # fmt: skip
+        # the worker imports the same knowtree as this process, whatever the working directory
+        here = str(Path(__file__).resolve().parents[3])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+            proc = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env
+            )
         except OSError as exc:
             raise ModelCallError(f"cannot start the embedded model process: {exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None

@@ -22,7 +22,7 @@ from knowtree.errors import ConfigError, NotFoundError
 from knowtree.host import Run
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
-from knowtree.llm.client import ClientOptions, LLMClient
+from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
 from knowtree.store import SQLiteStore, SQLStore
@@ -101,7 +101,10 @@ class KnowTree:
         call to it, and the row is closed with `run.status` ("ok" unless the job set another), or
         "failed" when the job raised (KeyboardInterrupt included)."""
         if model:
-            self.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
+            # resolve (and fail on a bad model string, or a cost cap it cannot keep) before a run is recorded
+            problem = cost_cap_problem(self.model, self.settings.max_cost)
+            if problem is not None:
+                raise ConfigError(problem)
         run_id = self.store.start_run(kind, label, detail=detail[:500])
         handle = Run(run_id, self.client(run_id) if model else None)
         try:

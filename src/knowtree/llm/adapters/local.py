@@ -100,6 +100,7 @@ class LocalModel(Model):
     """A GGUF model run in-process by llama-cpp-python (the default, offline model)."""
 
     max_concurrency = 1
+    free = True  # nothing is billed: a cost cap holds without prices
 
     def __init__(
         self,

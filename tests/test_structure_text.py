@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from knowtree.cli.app import app
 from knowtree.construct.structure import StructureOptions, plan_structure
+from knowtree.construct.toc import page_windows
 from knowtree.ingest.markdown import markdown_sections
 from knowtree.ingest.structure import StructuredDocument, make_document
 from knowtree.types import NodeKind
@@ -210,6 +211,9 @@ def test_pdf_structure_leaves_hold_every_character(layout: list[Head | Para], br
     assert sd.source == "outline" or not any(isinstance(b, Head) for b in layout)
     assert_leaves_cover(sd)
     assert nonspace(sd.document.text) == written(layout)
+    # the structure of last resort for a PDF without outline or contents: fixed page windows
+    sd.sections, sd.source = page_windows(sd, 1), "pages"
+    assert_leaves_cover(sd)
 
 
 # -- the reported case, end to end --------------------------------------------------------------------

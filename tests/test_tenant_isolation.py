@@ -72,7 +72,8 @@ def acme_world(tmp_path: Path):
     kt.kb("x", embedder="hash").ask(f"local owner's question {SECRET} about pairing")
     with TestClient(app, base_url="http://127.0.0.1:8080") as c:
         keys = KeyStore(kt.store)
-        acme = _auth(keys.create("acme")[0])
+        acme_key = keys.create("acme")[0]
+        acme = _auth(acme_key)
         others = {t: keys.create(t)[0] for t in INTERNAL_LOOKING}
         app.state.auth._open_checked = 0.0
         docs = tmp_path / "acme-docs"
@@ -86,7 +87,7 @@ def acme_world(tmp_path: Path):
         assert _kb_build(c, "hp", {**files, "docs": [files["docs"]]}, acme)["state"] == "done"
         r = c.post("/v1/kbs/hp/ask", headers=acme, json={"query": f"my {SECRET} headphones won't pair"})
         assert r.status_code == 200, r.text
-        yield {"c": c, "acme": acme, "others": others}
+        yield {"c": c, "acme": acme, "acme_key": acme_key, "others": others}
 
 
 def _everything_listed(c: TestClient, key: str) -> dict[str, str]:
@@ -119,6 +120,12 @@ def test_a_tenant_sees_its_own_runs_knowledge_base_runs_included(acme_world: dic
     assert not any(r["tree"] == "kb:x" for r in runs)  # the local owner's KB is not acme's
     only_docs = c.get("/v1/ledger?tree=docs", headers=acme).json()
     assert only_docs and {r["tree"] for r in only_docs} == {"docs"}
+    # the routes the other tenants were checked through do show acme its own things
+    seen = _everything_listed(c, acme_world["acme_key"])
+    assert SECRET in seen["/v1/ledger?limit=500"] and '"tree":"diary"' in seen["/v1/ledger?tree=diary&limit=500"]
+    assert '"docs"' in seen["/v1/trees"] and '"hp"' in seen["/v1/kbs"] and '"docs"' in seen["/v1/jobs"]
+    assert "docs" in seen["mcp list_trees"] and "hp" in seen["mcp kb_ask (lists the caller's KBs)"]
+    assert "docs" in seen["/ui"] and "diary" in seen["/ui"]
 
 
 def test_the_local_owner_still_sees_every_run_under_its_label(tmp_path: Path) -> None:

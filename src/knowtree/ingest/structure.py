@@ -13,9 +13,8 @@ import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from knowtree.ingest.formats import STRUCTURED_SUFFIXES
 from knowtree.types import Document
-
-STRUCTURED_SUFFIXES: tuple[str, ...] = (".pdf", ".docx", ".html", ".htm")
 
 
 @dataclass

@@ -21,8 +21,10 @@ from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
+from knowtree.store.names import owner_of
 from knowtree.store.protocol import SaveHook, TreeHook, save_hook
 from knowtree.store.rows import MESSAGE_KEYS, fts_body, touched
+from knowtree.store.runs import run_label
 from knowtree.types import Document, Node, NodeKind, NodeMeta, TreeInfo, Usage
 
 _TERM = re.compile(r"[^\W_]+")
@@ -233,17 +235,20 @@ class InMemoryStore:
         self._calls.append((run_id, cached, usage))
 
     # -- runs ------------------------------------------------------------------------------------
-    def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
+    def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
         run_id = uuid.uuid4().hex[:12]
         self._runs.append(
             {
                 "id": run_id,
                 "kind": kind,
-                "tree": tree,
+                "tree": run_label(space, tree),
                 "detail": detail,
                 "status": "running",
                 "started": _now(),
                 "finished": None,
+                "space": space,
+                "subject": tree,
+                "owner": owner_of(tree),
             }
         )
         return run_id
@@ -264,7 +269,12 @@ class InMemoryStore:
             seconds=sum(u.seconds for _, u in mine),
         )
 
-    def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]:
-        picked = [r for r in self._runs if not tree or r["tree"] == tree]
+    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+        picked = [
+            r for r in self._runs if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
+        ]
         latest = sorted(enumerate(picked), key=lambda ir: (str(ir[1]["started"]), ir[0]), reverse=True)
-        return [{**r, "usage": self.run_usage(str(r["id"])).model_dump()} for _, r in latest[:limit]]
+        return [
+            {**{k: v for k, v in r.items() if k != "owner"}, "usage": self.run_usage(str(r["id"])).model_dump()}
+            for _, r in latest[:limit]
+        ]

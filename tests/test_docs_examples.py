@@ -30,7 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-RUN_LANGS = {"bash", "sh", "shell", "console", "python", "py"}
+RUN_LANGS = {"bash", "sh", "shell", "python", "py"}
 BLOCK = re.compile(
     r"(?:<!--\s*docs-test:(?P<marker>.*?)-->\s*\n)?^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```\s*$",
     re.S | re.M,

@@ -95,9 +95,28 @@ class Memory:
         on_client: Callable[[Any], None] | None = None,
         skipped: int = 0,
     ) -> AddReport:
-        """Add messages (one exchange or many) to the memory; returns what it cost."""
+        """Add messages (one exchange or many) to the memory; returns what it cost.
+
+        A message with an add key (`ChatMessage.key`, given by the server: the client's message id,
+        or the request's idempotency key and the message's place in it) that the memory holds
+        already is skipped, and so is a second message with the same key: a retried request, or a
+        background add resumed after its server died, stores each message once. A message's key is
+        saved with it, in the same transaction."""
         started = time.monotonic()
         msgs = parse_messages(messages)
+        keys = [m.key for m in msgs if m.key is not None]
+        if keys:
+            held = self.kt.store.stored_add_keys(self.name, keys) if self.exists else set()
+            kept = []
+            for m in msgs:
+                if m.key is None or m.key not in held:
+                    kept.append(m)
+                    if m.key is not None:
+                        held.add(m.key)
+            skipped += len(msgs) - len(kept)
+            if progress is not None and len(kept) < len(msgs):  # done/total of the whole request
+                progress = _offset(progress, len(msgs) - len(kept))
+            msgs = kept
         tree = self._load()
         model = self.kt.model
         settings = {"max_children": tree.max_children, "batch_size": batch_size}
@@ -470,6 +489,10 @@ def _drop_index_entries(store: Any, name: str) -> None:
     from knowtree.retrieve.treeindex import sync_entries
 
     write(lambda c: sync_entries(c, name))
+
+
+def _offset(progress: Progress, done: int) -> Progress:
+    return lambda n, total: progress(n + done, total + done)
 
 
 def _same(row: dict[str, object], m: ChatMessage) -> bool:

@@ -241,6 +241,7 @@ class TopicTree(TopicCalls, Rebalancing, Forgetting):
                     "source_id": m.id,
                     "attachment": m.attachment,
                     "node_id": node.id,
+                    "add_key": m.key,
                 }
             )
         self.last = batch[-1]

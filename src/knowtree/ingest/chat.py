@@ -45,6 +45,9 @@ class ChatMessage(BaseModel):
     session: str | None = None
     id: str | None = None  # the source's own id (LoCoMo dia_id "D1:3", an export's message id)
     attachment: str | None = None  # e.g. the caption of a shared photo
+    #: the add key a server gives the message (never read from a record): a retried or resumed add
+    #: skips the messages whose key the memory holds already (`Memory.add`)
+    key: str | None = None
 
     @property
     def speaker(self) -> str:

@@ -236,6 +236,17 @@ def _text(content: Any, name: str, where: str) -> str:
     raise InputError(name, f"{where}: 'content' must be a string or a list of text parts")
 
 
+def unseen(messages: Sequence[ChatMessage], held: set[str]) -> list[ChatMessage]:
+    """`messages` less those whose add key is in `held` or repeats an earlier one's (`held` grows)."""
+    out = []
+    for m in messages:
+        if m.key is None or m.key not in held:
+            out.append(m)
+            if m.key is not None:
+                held.add(m.key)
+    return out
+
+
 def parse_messages(
     records: Sequence[ChatMessage | dict[str, Any]], source: str = "messages"
 ) -> list[ChatMessage]:

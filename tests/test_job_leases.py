@@ -171,7 +171,16 @@ def test_a_dead_owner_of_this_host_is_taken_over_at_once(tmp_path: Path) -> None
     assert taken is not None and taken.owner == mine and taken.attempts == 2
 
 
-# -- two real servers ------------------------------------------------------------------------------
+def test_a_job_cancelled_while_its_owner_died_is_not_run_again(tmp_path: Path) -> None:
+    ja, jb = _stores(tmp_path, lease=30.0)
+    job = ja.create("local", "build", "t", {})
+    JobStore(ja.store, lease_seconds=-1).claim_next("gone-host|1|7|x")  # its lease already ran out
+    assert ja.request_cancel(job.id).state == "running"  # a running job stops at its next step...
+    assert jb.claim_next("me|1|1|x") is None  # ...but its worker is gone: cancelled, not run
+    assert jb.get(job.id).state == "cancelled" and jb.get(job.id).attempts == 1
+
+
+ ------------------------------------------------------------------------------
 SLOW = "slow:2"  # seconds per model call: 20 documents outlast a second server's start (4 calls at once)
 
 

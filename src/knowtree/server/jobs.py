@@ -184,6 +184,9 @@ class JobStore:
         the claim won: two workers, in one process or many, never both get a job. The one place that
         decides ownership (a PostgreSQL store would do it with `FOR UPDATE SKIP LOCKED`)."""
         now = time.time()
+        pending = self.store.query("SELECT state, owner, lease_until FROM jobs WHERE state IN ('queued', 'running')")
+        if not any(s == "queued" or lease is None or lease < now or owner_gone(o) for s, o, lease in pending):
+            return None  # nothing to claim: no write lock taken (servers poll twice a second)
         with self.store.transaction() as c:
             rows = c.execute(
                 "SELECT id, state, owner, cancel_requested FROM jobs WHERE state IN ('queued', 'running')"

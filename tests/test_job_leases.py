@@ -180,7 +180,7 @@ def test_a_job_cancelled_while_its_owner_died_is_not_run_again(tmp_path: Path) -
     assert jb.get(job.id).state == "cancelled" and jb.get(job.id).attempts == 1
 
 
- ------------------------------------------------------------------------------
+# -- two real servers ------------------------------------------------------------------------------
 SLOW = "slow:2"  # seconds per model call: 20 documents outlast a second server's start (4 calls at once)
 
 

@@ -364,9 +364,15 @@ DROP TABLE old_state
 """
 
 
-def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -> None:
+def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database whose tree index predates migrations 11-12 (FTS rows holding their own text, no
     `rid`, `src` or fingerprint) keeps its entries and answers the same after the upgrade."""
+    from knowtree.store import migrations
+
+    # the version before migration 11 (the one adding `tree_index_state.content`); the database is
+    # made by the schema of 12, so that the migrations appended since run on it as on a real one
+    before = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in m)
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: before + 2])
     paths = write_corpus(tmp_path / "docs")
     question = "Who approved the marketing budget?"
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
@@ -376,8 +382,9 @@ def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -
         evidence = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
     conn = sqlite3.connect(tmp_path / "kb.db", isolation_level=None)
     conn.executescript(_OLD_LAYOUT)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 2}")
+    conn.execute(f"PRAGMA user_version = {before}")
     conn.close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         assert _index_table(kt, "t") == entries
         _fts_consistent(kt)

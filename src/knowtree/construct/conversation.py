@@ -44,6 +44,11 @@ from knowtree.types import Node, NodeKind, NodeMeta, Span, Usage, content_hash
 Progress = Callable[[int, int], None]  # (messages added so far, messages in this add)
 
 
+def shifted(progress: Progress, done: int) -> Progress:
+    """`progress` told of `done` messages more, done before this add began (skipped ones)."""
+    return lambda n, total: progress(n + done, total + done)
+
+
 @dataclass
 class StepResult:
     """What one batch changed: for the store, and for counting calls."""
@@ -403,5 +408,6 @@ def message_leaf(memory: str, pos: int, m: ChatMessage) -> tuple[Node, dict[str,
         "source_id": m.id,
         "attachment": m.attachment,
         "node_id": node.id,
+        "add_key": m.key,
     }
     return node, row

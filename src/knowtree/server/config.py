@@ -49,6 +49,11 @@ class ServerConfig(BaseModel):
         description="loopback servers: Host names accepted (DNS-rebinding guard) and origins allowed to write",
     )
     jobs_worker: bool = Field(True, description="run queued build jobs in this process")
+    job_lease_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="a running job stays its worker's this long without a heartbeat (renewed every third"
+        " of it); another server on the database takes it over only after that",
+    )
     mcp: bool = Field(True, description="mount the MCP server (streamable HTTP) at /mcp")
 
     @field_validator("allowed_roots")

@@ -22,6 +22,7 @@ from knowtree.core import KnowTree
 from knowtree.errors import InputError, NotFoundError
 from knowtree.ingest.roots import ReadRoots
 from knowtree.server.config import ServerConfig
+from knowtree.server.idempotency import keyed
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.kbs import KINDS as KB_JOBS
 from knowtree.server.kbs import KBService
@@ -50,7 +51,7 @@ class Service:
     def __init__(self, kt: KnowTree, config: ServerConfig) -> None:
         self.kt = kt
         self.config = config
-        self.jobs = JobStore(kt.store)
+        self.jobs = JobStore(kt.store, lease_seconds=config.job_lease_seconds)
         self.worker: Any = None  # the JobWorker, when this process runs jobs
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -252,14 +253,16 @@ class Service:
         return retrieve_evidence(self.kt, self.view(p, name), question, budget_tokens, use_model=use_model)
 
     # -- memories ------------------------------------------------------------------------------
-    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None) -> Any:
+    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None,
+                     idem_key: str | None = None) -> Any:
+        """Add now; messages stored already under their add key are skipped (`server.idempotency`)."""
         self.writable(p)
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
         with self.write_lock(stored):
             try:
-                return self.kt.memory(stored).add(messages, batch_size=batch_size)
+                return self.kt.memory(stored).add(keyed(messages, idem_key), batch_size=batch_size)
             finally:
                 self.forget(stored)
 
@@ -334,15 +337,16 @@ class Service:
         stored = self.require(p, name)
         return self.jobs.create(p.tenant, "enrich", stored, options)
 
-    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None) -> Job:
+    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None,
+                   idem_key: str | None = None) -> Job:
+        """Queue an add; the same `idem_key` again returns the job queued with it."""
         self.writable(p)
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
-        from knowtree.ingest.chat import parse_messages
-
-        parse_messages(messages)  # a bad record fails now, not in the background
-        return self.jobs.create(p.tenant, "add", stored, {"messages": messages, "batch_size": batch_size})
+        keyed(messages)  # a bad record fails now, not in the background
+        params = {"messages": messages, "batch_size": batch_size, "idem_key": idem_key}
+        return self.jobs.create(p.tenant, "add", stored, params, idem_key=idem_key)
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner: a build, a memory add or a knowledge base's build or add through the
@@ -382,8 +386,8 @@ class Service:
             )
             return {**_plain(r), "tree": _shown_for(job)}
         if job.kind == "add":
-            r = self.kt.memory(job.tree).add(
-                job.params["messages"],
+            r = self.kt.memory(job.tree).add(  # keyed: a job run again skips the batches saved
+                keyed(job.params["messages"], job.params.get("idem_key"), job.id),
                 batch_size=job.params.get("batch_size"),
                 progress=lambda done, total: report({"stage": "messages", "done": done, "total": total}),
             )

@@ -45,6 +45,7 @@ class _Tree:
     nodes: dict[str, Node] = field(default_factory=dict)
     documents: list[Document] = field(default_factory=list)
     messages: dict[int, dict[str, object]] = field(default_factory=dict)
+    add_keys: dict[str, int] = field(default_factory=dict)  # a message's add key -> its position
 
 
 class InMemoryStore:
@@ -200,8 +201,14 @@ class InMemoryStore:
         t.nodes.update((n.id, n.model_copy(deep=True)) for n in nodes)
         for m in messages:
             t.messages[int(m["position"])] = {k: m.get(k) for k in MESSAGE_KEYS}  # type: ignore[call-overload]
+            if m.get("add_key") is not None:
+                t.add_keys[str(m["add_key"])] = int(m["position"])  # type: ignore[call-overload]
         for p in forgotten:
             t.messages.pop(p, None)
+
+    def stored_add_keys(self, name: str, keys: Collection[str]) -> set[str]:
+        t = self._trees.get(name)
+        return {k for k in keys if t is not None and t.add_keys.get(k) in t.messages}
 
     def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]:
         t = self._trees.get(name)

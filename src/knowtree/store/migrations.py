@@ -336,6 +336,19 @@ MIGRATIONS: list[str] = [
         THEN substr(subject, 1, instr(subject, ':') - 1) END;
     CREATE INDEX runs_owner ON runs(owner, started);
     """,
+    # branch jobs: a running job belongs to one live worker (owner, lease renewed by its heartbeat;
+    # another process takes it over only once the lease expired); a request's idempotency key on its
+    # job; each message added through the server keeps its add key (the client's message id, the
+    # request's idempotency key and index, or its job and index), so a retried or resumed add
+    # skips what is stored already
+    """
+    ALTER TABLE jobs ADD COLUMN owner TEXT;
+    ALTER TABLE jobs ADD COLUMN lease_until REAL;
+    ALTER TABLE jobs ADD COLUMN idem_key TEXT;
+    CREATE INDEX jobs_idem ON jobs(tenant, idem_key) WHERE idem_key IS NOT NULL;
+    ALTER TABLE messages ADD COLUMN add_key TEXT;
+    CREATE UNIQUE INDEX messages_add_key ON messages(tree, add_key) WHERE add_key IS NOT NULL;
+    """,
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

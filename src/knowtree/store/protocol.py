@@ -129,6 +129,10 @@ class Store(Protocol):
 
     def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]: ...
 
+    def stored_add_keys(self, name: str, keys: Collection[str]) -> set[str]:
+        """Which of `keys` (add keys given to messages, `ChatMessage.key`) the memory holds already."""
+        ...
+
     # -- LLM cache and ledger (llm.client.CallStore) ---------------------------------------------
     def cache_get(self, key: str) -> Completion | None: ...
 

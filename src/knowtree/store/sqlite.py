@@ -292,7 +292,7 @@ class SQLiteStore:
                 insert_nodes(c, name, nodes, parents, positions)
                 c.executemany(
                     "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
-                    " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " source_id, attachment, node_id, add_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
                 c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
@@ -309,6 +309,18 @@ class SQLiteStore:
             (name, start, end if end is not None else 2**62),
         )
         return [dict(zip(MESSAGE_KEYS, r, strict=True)) for r in rows]
+
+    def stored_add_keys(self, name: str, keys: Collection[str]) -> set[str]:
+        """Which of `keys` (messages' add keys) the memory `name` holds already."""
+        found: set[str] = set()
+        wanted = list(dict.fromkeys(keys))
+        for i in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
+            part = wanted[i : i + 500]
+            found.update(r[0] for r in self._query(
+                f"SELECT add_key FROM messages WHERE tree = ? AND add_key IN ({', '.join('?' * len(part))})",
+                (name, *part),
+            ))
+        return found
 
     def tree_settings(self, name: str) -> dict[str, object]:
         rows = self._query("SELECT settings_json FROM trees WHERE name = ?", (name,))

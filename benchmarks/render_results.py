@@ -1,6 +1,10 @@
-"""Render the recorded benchmark JSON files (benchmarks/results/) as the Markdown tables in RESULTS.md.
+"""Render the recorded benchmark JSON files (benchmarks/results/) as Markdown tables.
 
-.venv/bin/python benchmarks/render_results.py   # prints Markdown; paste or redirect into RESULTS.md
+The docs site's Results page (docs/results.md) and README's headline table are generated from these
+files by docs/hooks/gen.py, which calls `results_page_md()` and `headline_md()`; CI fails when they are
+stale, and a table whose results file is missing, or lacks its command, machine or date, fails the build.
+
+.venv/bin/python benchmarks/render_results.py   # prints the Results page's Markdown
 """
 
 from __future__ import annotations
@@ -70,13 +74,254 @@ def model_choice(path: Path) -> str:
     return "\n".join(lines)
 
 
+def load(name: str) -> dict:
+    """A results file with its provenance; a missing file or a missing command / machine / date fails."""
+    path = HERE / name
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmarks/results/{name}: no results file for this table")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lacking = [k for k in ("command", "machine", "date") if not data.get(k)]
+    if lacking:
+        raise ValueError(f"benchmarks/results/{name}: lacks {', '.join(lacking)}")
+    return data
+
+
+def _source(data: dict, *names: str) -> str:
+    files = ", ".join(f"`benchmarks/results/{n}`" for n in names)
+    return f"Command: `{data['command']}`. Machine: {data['machine']}. Date: {data['date']}. File: {files}."
+
+
+RETRIEVAL = ("locomo", "hotpotqa", "financebench")
+RETRIEVAL_NAMES = {"locomo": "LoCoMo (conversations)", "hotpotqa": "HotpotQA (paragraphs)", "financebench": "FinanceBench (10-K pages)"}
+METHODS = ("bm25", "embedding", "hybrid", "tree")
+
+
+def _retrieval(dataset: str) -> tuple[dict, str]:
+    name = f"tree-index/{dataset}/summary.json"
+    return load(name), name
+
+
+def retrieval_headline() -> str:
+    """Evidence found within the budget: the tree as an index against flat search (no model call)."""
+    lines = [
+        "| data set (questions) | token budget | BM25 | dense | hybrid | **knowtree tree index** |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for dataset in RETRIEVAL:
+        data, _ = _retrieval(dataset)
+        budget = str(data["budget"])
+        cells = [f"{data['methods'][m]['hit_by_budget'][budget]:.3f}" for m in METHODS]
+        cells[-1] = f"**{cells[-1]}**"
+        lines.append(f"| {RETRIEVAL_NAMES[dataset]} ({data['questions']}) | {int(budget):,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def retrieval() -> str:
+    parts = [
+        "## Retrieval: the tree as an index against flat search",
+        "",
+        "Share of questions with gold evidence within B tokens read (hit@B), no model call anywhere; "
+        "`tree` is what `knowtree ask --mode retrieve --no-answer` returns. Dev sets, every question.",
+        "",
+        retrieval_headline(),
+        "",
+    ]
+    for dataset in RETRIEVAL:
+        data, name = _retrieval(dataset)
+        budgets = list(data["methods"]["tree"]["hit_by_budget"])
+        parts += [
+            f"### {RETRIEVAL_NAMES[dataset]}: hit@B by budget",
+            "",
+            "| method | " + " | ".join(f"hit@{b}" for b in budgets) + " |",
+            "|---|" + "---:|" * len(budgets),
+        ]
+        for m in METHODS:
+            hits = data["methods"][m]["hit_by_budget"]
+            parts.append(f"| {m} | " + " | ".join(f"{hits[b]:.3f}" for b in budgets) + " |")
+        parts += ["", _source(data, name), ""]
+    return "\n".join(parts)
+
+
+def memory() -> str:
+    names = ("memory_index_conv-26_s1-3.json", "memory_index_conv-41_s1-3.json")
+    rows = [(n, load(n)) for n in names]
+    lines = [
+        "## Conversation memory: the index (the default) against the navigator",
+        "",
+        "LoCoMo conversations, sessions 1-3, every question with evidence there (stratified), embedded "
+        "model, 800 tokens read; graded by hand against the gold answer and by the same model as judge. "
+        "`retrieve` (the index + the memory answer step) is what `auto` does on a memory.",
+        "",
+        "| conversation | questions | `retrieve` right (hand / judged) | navigator `walk` right (hand / judged) |",
+        "|---|---:|---:|---:|",
+    ]
+    for _, d in rows:
+        s = d["summary"]
+        lines.append(
+            f"| {d['conversation']} sessions {d['sessions']} | {s['retrieve']['questions']} | "
+            f"{s['retrieve']['by_hand']} / {s['retrieve']['judged']} | {s['tree']['by_hand']} / {s['tree']['judged']} |"
+        )
+    lines.append("")
+    lines += [_source(d, n) for n, d in rows]
+    return "\n".join(lines) + "\n"
+
+
+def server_load() -> str:
+    name = "serve_load_restructured.json"
+    d = load(name)
+    lines = [
+        f"## Server under load: {d['clients']} concurrent clients",
+        "",
+        "`knowtree serve` (one process, keyword model, the sample tree and 8 memories); a fixed mix of "
+        "retrieve, show, ask and add.",
+        "",
+        "| op | requests | p50 ms | p99 ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for op, o in d["ops"].items():
+        lines.append(f"| {op} | {o['n']:,} | {o['p50_ms']:,.0f} | {o['p99_ms']:,.0f} |")
+    lines += [
+        f"| **all** | **{d['requests_ok']:,} in {d['seconds']} s = {d['throughput_rps']} req/s** | | "
+        f"**{d['errors']} errors** |",
+        "",
+        f"Server CPU per request: {d['server_cpu_ms_per_request']} ms.",
+        "",
+        _source(d, name),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def chat_scale() -> str:
+    name = "chat_scale.json"
+    d = load(name)
+    lines = [
+        "## Conversation import at scale",
+        "",
+        "`chat add` with the instant keyword model (what is timed is knowtree's own work), into an empty "
+        "database and into one holding other trees; then `Memory.context` (no model call).",
+        "",
+        "| messages | database | import s | msg/s | depth | nodes | longest write ms | context, first s | context, after s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in d["rows"]:
+        lines.append(
+            f"| {r['messages']:,} | {r['db']} | {r['seconds']} | {r['messages_per_s']:,.0f} | {r['depth']} | "
+            f"{r['nodes']:,} | {r['longest_write_ms']} | {r['context_first_s']} | {r['context_s']} |"
+        )
+    lines += ["", _source(d, name), ""]
+    return "\n".join(lines)
+
+
+def crash() -> str:
+    names = ("crash_campaign_run1.json", "crash_campaign_chat_slow.json", "crash_campaign_build_keyword_large.json")
+    runs = [(n, load(n)) for n in names]
+    lines = [
+        "## Crash campaign: SIGKILL during `build` and `chat add`",
+        "",
+        "Each trial kills the command at a random point (up to 3 times in a row), runs it to the end and "
+        "checks that no finished model call is repeated, nothing is lost or duplicated and the database is intact.",
+        "",
+        "| file | command | model | kills | kills mid-work | trials | problems |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for n, d in runs:
+        for r in d["results"]:
+            lines.append(
+                f"| `{n}` | {r['command']} | {r['model']} | {r['kills']} | {r['kills_mid_work']} | {r['trials']} | "
+                f"{len(r['problems'])} |"
+            )
+    lines += [
+        "",
+        "The problems of the first `chat add` / `slow:0.1` pass were runs left marked `running` in the runs "
+        "table after a kill; `knowtree ledger` showed them as interrupted, and the check now reads the "
+        "ledger's view (the lab notebook has the details).",
+        "",
+    ]
+    lines += [_source(d, n) for n, d in runs]
+    return "\n".join(lines) + "\n"
+
+
+def knowledge_bases() -> str:
+    names = ("autokb_tv_keyword.json", "autokb_medical_keyword.json")
+    runs = [(n, load(n)) for n in names]
+    lines = [
+        "## Knowledge bases: matching a user's issue (AutoKB)",
+        "",
+        "HitRate@k of the right issue for every dev query; the KB built with the keyword model (clustering, "
+        "indexing and matching are the real code), against flat search over the raw issues and chunks.",
+        "",
+        "| domain (queries) | method | @1 | @3 | @5 |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for _, d in runs:
+        for method, hits in d["hit_rate"].items():
+            lines.append(f"| {d['domain']} ({d['queries']}) | {method} | {hits['@1']:.3f} | {hits['@3']:.3f} | {hits['@5']:.3f} |")
+    lines += [
+        "",
+        "| domain | raw issues | clusters | chunks | model calls | calls / raw issue | build s | embedder |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for _, d in runs:
+        s, b = d["stats"], d["build"]
+        lines.append(
+            f"| {d['domain']} | {s['raw_issues']:,} | {s['clusters']:,} | {s['chunks']:,} | {b['calls']} | "
+            f"{b['calls_per_raw_issue']} | {b['wall_s']} | `{d['embedder']}` |"
+        )
+    lines.append("")
+    lines += [_source(d, n) for n, d in runs]
+    return "\n".join(lines) + "\n"
+
+
+def embedded_model() -> str:
+    name = "model_choice_local.json"
+    d = load(name)
+    s = d["summary"]
+    lines = [
+        "## The embedded model: does it navigate?",
+        "",
+        f"`{s['model']}` through knowtree's own prompts and evidence checks.",
+        "",
+        "| test | right | seconds each |",
+        "|---|---:|---:|",
+        f"| navigation: pick the right child of 5 | {s['navigation_right']}/{s['navigation_cases']} | {s['navigation_s_per_case']} |",
+        f"| leaf status (complete / partial / none) | {s['leaf_status_right']}/{s['leaf_cases']} | {s['leaf_s_per_case']} |",
+        "",
+        _source(d, name),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+SECTIONS = (retrieval, memory, knowledge_bases, server_load, chat_scale, crash, embedded_model)
+
+
+def results_page_md() -> str:
+    """The docs site's Results page: every table from a results file, each with its command, machine, date."""
+    intro = [
+        "# Results",
+        "",
+        "The current numbers, each table generated from a JSON file in `benchmarks/results/` (so none is "
+        "typed by hand) with the command that made it, the machine and the date. Data sets are the dev "
+        "splits in the project's shared data (not in the repository). How each run was done, and every "
+        "earlier measurement, is in the [lab notebook](results-archive.md); runs recorded there without a "
+        "results file (the QuALITY accuracy runs among them) are not repeated here.",
+        "",
+    ]
+    return "\n".join(intro) + "\n" + "\n".join(section() for section in SECTIONS)
+
+
+def headline_md() -> str:
+    """README's headline table."""
+    data, _ = _retrieval(RETRIEVAL[0])
+    return (
+        "Evidence found within the token budget, no model call (share of dev questions; "
+        f"[all results](docs/results.md), measured {data['date']}):\n\n" + retrieval_headline()
+    )
+
+
 def main() -> None:
-    parts = []
-    for path in sorted(HERE.glob("model_choice_*.json")):
-        parts.append(model_choice(path))
-    for path in sorted(HERE.glob("core_*.json")):
-        parts.append(core(path))
-    print("\n\n".join(parts))
+    print(results_page_md())
 
 
 if __name__ == "__main__":

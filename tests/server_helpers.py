@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -94,3 +95,49 @@ def start_server(tmp_path: Path, port: int, delay: float = 0.25) -> subprocess.P
     proc.wait(10)
     why = "did not answer /v1/health in 120 s" if code is None else f"exited with {code}"
     raise AssertionError(f"server {why}: " + (tmp_path / "server.err").read_text())
+
+
+def serve_cli(tmp_path: Path, port: int, *args: str, model: str = "slow:0.3") -> subprocess.Popen[bytes]:
+    """`knowtree serve --db tmp_path/kb.db` of this checkout (its log in tmp_path/serve<port>.log),
+    once it answers /v1/health."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    env.pop("KNOWTREE_MODEL", None)
+    log = open(tmp_path / f"serve{port}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "serve", "--port", str(port),
+         "--db", str(tmp_path / "kb.db"), "--model", model, "--allow-root", str(tmp_path), *args],
+        env=env, stdout=log, stderr=log, cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait(10)
+    raise AssertionError(f"server did not start: {(tmp_path / f'serve{port}.log').read_text()[-2000:]}")
+
+
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    """SIGTERM each server still running (SIGKILL after 15 s)."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+def wait_done(base: str, job_id: str, timeout: float = 180) -> dict[str, Any]:
+    """Poll a job over HTTP until it ends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=10).json()
+        if job["state"] in ("done", "failed", "cancelled"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish: {job}")

@@ -173,3 +173,55 @@ def test_confirm_asks_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert confirm_build(False)(estimate) is False
     assert "about 1,200 model calls" in asked[0]
     assert confirm_build(True)(estimate) is True and len(asked) == 1
+
+
+# -- issue 35, item 12: the estimate knows --summaries none; --max-cost without prices ------------------
+def test_summaries_none_is_estimated_at_no_model_call() -> None:
+    from knowtree.config import Settings
+    from knowtree.construct.estimate import estimate_build
+
+    files = [(f"notes/n{i}.md", f"sha{i}", 200) for i in range(1000)]
+    assert estimate_build(files, Settings.load({}, env={})).calls > 1000  # summaries: one call a leaf
+    none = estimate_build(files, Settings.load({"summaries": "none"}, env={}))
+    assert none.calls == 0 and none.documents == 1000 and "about 0 model calls" in none.line()
+
+
+def test_build_of_many_files_with_summaries_none_is_not_refused(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KNOWTREE_CONFIRM_CALLS", "100")  # 300 files: ~340 calls when summarized
+    Path("many").mkdir()
+    for i in range(300):
+        Path(f"many/n{i:03}.md").write_text(f"Note {i} about topic {i}.\n", encoding="utf-8")
+    common = ["--db", "kb.db", "--model", "keyword", "-q"]
+    built = cli.invoke(app, ["build", "many", "--tree", "t", "--summaries", "none", *common])  # no --yes
+    assert built.exit_code == 0, built.stderr
+    assert re.search(r"\b0 LLM calls", built.stdout), built.stdout
+    summarized = cli.invoke(app, ["build", "many", "--tree", "u", "--summaries", "eager", *common])
+    assert summarized.exit_code == 1 and "--yes" in summarized.stderr  # the estimate still asks
+
+
+def test_max_cost_without_prices_is_refused_before_anything_runs(
+    cli: CliRunner, doc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = cli.invoke(app, ["build", doc, *BUILD, "--max-cost", "0.5"])
+    assert refused.exit_code == 1
+    assert "--max-cost $0.5 cannot be enforced: model 'keyword' has no prices" in refused.stderr
+    assert "KNOWTREE_INPUT_COST_PER_MTOK" in refused.stderr and "--max-tokens" in refused.stderr
+    assert "no tree" in cli.invoke(app, ["show", "t", "--db", "kb.db"]).stderr
+    assert "build" not in cli.invoke(app, ["ledger", "--db", "kb.db"]).stdout  # no run was recorded
+    monkeypatch.setenv("KNOWTREE_INPUT_COST_PER_MTOK", "0.15")  # prices known: the cap is kept
+    assert cli.invoke(app, ["build", doc, *BUILD, "--max-cost", "0.5"]).exit_code == 0
+    asked = cli.invoke(app, ["ask", "t", "what is it about?", "--db", "kb.db", "--model", "keyword", "--max-cost", "1"])
+    assert asked.exit_code == 0, asked.stderr
+    monkeypatch.delenv("KNOWTREE_INPUT_COST_PER_MTOK")
+    asked = cli.invoke(app, ["ask", "t", "what is it about?", "--db", "kb.db", "--model", "keyword", "--max-cost", "1"])
+    assert asked.exit_code == 1 and "cannot be enforced" in asked.stderr
+
+
+def test_max_cost_holds_for_a_free_model_and_is_refused_by_the_client_without_prices() -> None:
+    free = KeywordModel()
+    free.free = True  # as the embedded model is: nothing is billed
+    LLMClient(free, options=ClientOptions(max_cost=1.0))
+    with pytest.raises(errors.ConfigError, match="cannot be enforced"):
+        LLMClient(KeywordModel(), options=ClientOptions(max_cost=1.0))

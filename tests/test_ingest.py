@@ -207,7 +207,7 @@ def test_directory_without_supported_files(tmp_path: Path) -> None:
     write(tmp_path / "code" / "main.py", "print('hi')\n")
     err = reject([str(tmp_path / "code")])
     assert err.path == str(tmp_path / "code")
-    assert err.reason.startswith("no .txt/.md files found")
+    assert err.reason.startswith("no supported files found (text: .txt .md")
 
 
 def test_glob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +222,7 @@ def test_glob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     err = reject(["notes/*.rst"])
     assert err.path == "notes/*.rst"
-    assert err.reason.startswith("no .txt/.md files found")
+    assert err.reason.startswith("no supported files found (text: .txt .md")
 
 
 def test_dedupe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,6 +186,25 @@ def test_cli_mode_nav(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert [s["action"] for s in got["trace"]][:3] == ["choose", "combine", "read"]
 
 
+def test_cli_mode_nav_trace_without_a_judge_reports_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 item 12: everything fits the budget, so no judge is called: that is no error."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("knowtree.retrieve.treesearch.resolve_embedder", lambda e: None)
+    write_corpus(tmp_path / "docs")
+    cli = CliRunner()
+    common = ["--db", "kb.db", "--model", "keyword"]
+    assert cli.invoke(app, ["build", "docs", "--tree", "t", "--summaries", "none", "-q", *common]).exit_code == 0
+    q = "Which database did the platform team choose?"
+    ask = ["ask", "t", q, "--mode", "nav", "--budget", "4000", *common]
+    shown = cli.invoke(app, [*ask, "--trace"])
+    assert shown.exit_code == 0, (shown.stdout, shown.exception)
+    assert "ERROR" not in shown.stdout and "no grade usable" not in shown.stdout
+    assert "no judge needed" in shown.stdout
+    got = json.loads(cli.invoke(app, [*ask, "--json"]).stdout)
+    assert [s["action"] for s in got["trace"]][:2] == ["combine", "read"]  # no "choose": no judge call
+    assert all(s.get("error") is None for s in got["trace"]) and got["status"] == "complete"
+
+
 def test_eval_method_nav_records_calls_and_budget_hits(tmp_path: Path) -> None:
     from knowtree_eval.runner import run_eval
 

@@ -129,10 +129,12 @@ def test_kb_build_job_cancels_and_resumes_after_a_dead_server(tmp_path: Path) ->
         assert c.post(f"/v1/jobs/{queued['id']}/cancel").json()["state"] == "cancelled"
         job = c.post("/v1/kbs/hp/build", json=body).json()
     # a server died while building: the job was running and left a half-built KB behind
-    claimed = svc.jobs.claim_next()
+    from knowtree.server.jobs import JobStore
+
+    claimed = JobStore(svc.kt.store, lease_seconds=-1).claim_next("gone-host|-|1|x")  # lease expired
     assert claimed.id == job["id"] and claimed.attempts == 1
     kbstore.create_kb(svc.kt.store, KBRecord("hp", "half", {}, [], {"embedder": "hash"}, "keyword"))
-    assert svc.jobs.requeue_orphans() == 1
+    assert svc.jobs.takeovers() == 1
     with TestClient(make_app(tmp_path), base_url="http://127.0.0.1:8080") as c:  # restarted: the worker resumes it
         done = wait_job(c, job["id"])
         assert done["state"] == "done" and done["attempts"] == 2 and done["report"]["raw_issues"] == 7

@@ -22,6 +22,7 @@ from knowtree.retrieve.context import split_pieces, tree_entries
 from knowtree.retrieve.embed import HashEmbedder
 from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
+from knowtree.store import migrations
 from knowtree.store.migrations import MIGRATIONS
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
@@ -364,9 +365,11 @@ DROP TABLE old_state
 """
 
 
-def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -> None:
+def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database whose tree index predates migrations 11-12 (FTS rows holding their own text, no
     `rid`, `src` or fingerprint) keeps its entries and answers the same after the upgrade."""
+    from knowtree.store import migrations
+
     paths = write_corpus(tmp_path / "docs")
     question = "Who approved the marketing budget?"
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
@@ -376,8 +379,12 @@ def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path) -
         evidence = kt.tree("t").retrieve(question, budget_tokens=120, embedder="hash")
     conn = sqlite3.connect(tmp_path / "kb.db", isolation_level=None)
     conn.executescript(_OLD_LAYOUT)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 2}")
+    # rewound to just before those two; the migrations appended after them are in the file already,
+    # so only those two are replayed
+    rewound = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in m)
+    conn.execute(f"PRAGMA user_version = {rewound}")
     conn.close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: rewound + 2])
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         assert _index_table(kt, "t") == entries
         _fts_consistent(kt)

@@ -41,7 +41,7 @@ from knowtree.types import (
     Usage,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Answer",

@@ -40,6 +40,7 @@ from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
 from knowtree.errors import InputError, UserError
 from knowtree.ingest import load_documents
 from knowtree.ingest.problems import Skipped
+from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.sources import has_structured_input, load_sources
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
@@ -61,7 +62,7 @@ class Host(Protocol):
     def model_spec(self) -> dict[str, str]: ...
 
     def run(
-        self, kind: str, label: str | None, detail: str = "", *, model: bool = True
+        self, kind: str, label: str | None, detail: str = "", *, model: bool = True, space: str = "tree"
     ) -> AbstractContextManager[Any]: ...
 
     def delete(self, name: str) -> None: ...
@@ -140,9 +141,11 @@ def build_paths(
     replace: bool,
     confirm: Confirm | None,
     skip_bad: bool,
+    within: ReadRoots | None = None,
 ) -> BuildReport:
     """`KnowTree.build`: read and check every input, then build it the structured way (PDF, DOCX,
-    HTML, headings, metadata, a collection grown with --add) or in chunks."""
+    HTML, headings, metadata, a collection grown with --add) or in chunks. `within`: only files that
+    resolve under these roots are read (`knowtree.ingest.roots`)."""
     skipped: list[Skipped] = []
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
@@ -151,10 +154,10 @@ def build_paths(
     max_bytes = int(s.max_input_mb * 1_000_000)
     headings = s.structure == "headings"
     chunk_tree = is_chunk_tree(kt.store, tree)
-    if headings or meta or has_structured_input(paths) or (add and not chunk_tree):
+    if headings or meta or has_structured_input(paths, within) or (add and not chunk_tree):
         # every file checked before anything is stored
         sources = load_sources(
-            paths, headings=headings, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped
+            paths, headings=headings, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within
         )
         if rename is not None:
             for sd in sources:
@@ -178,7 +181,9 @@ def build_paths(
             kt, sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=True
         )
     else:
-        documents = load_documents(paths, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped)
+        documents = load_documents(
+            paths, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within
+        )
         if rename is not None:
             documents = [d.model_copy(update={"path": rename(d.path)}) for d in documents]
         check_target(

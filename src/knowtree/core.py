@@ -20,9 +20,10 @@ from knowtree.construct.estimate import Confirm
 from knowtree.construct.report import BuildReport, RemoveReport
 from knowtree.errors import ConfigError, NotFoundError
 from knowtree.host import Run
+from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
-from knowtree.llm.client import ClientOptions, LLMClient
+from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
 from knowtree.store import SQLiteStore, SQLStore
@@ -95,14 +96,20 @@ class KnowTree:
         return LLMClient(self.model, self.store, options, run_id=run_id)
 
     @contextmanager
-    def run(self, kind: str, label: str | None, detail: str = "", *, model: bool = True) -> Iterator[Run]:
+    def run(
+        self, kind: str, label: str | None, detail: str = "", *, model: bool = True, space: str = "tree"
+    ) -> Iterator[Run]:
         """The bookkeeping around one job, in one place: the model is resolved first (a bad model
         string fails before anything is recorded), a run row is opened, `run.client` charges every
         call to it, and the row is closed with `run.status` ("ok" unless the job set another), or
-        "failed" when the job raised (KeyboardInterrupt included)."""
+        "failed" when the job raised (KeyboardInterrupt included). `label`: the tree the run is
+        about (a knowledge base's name with `space="kb"`)."""
         if model:
-            self.model  # noqa: B018 - resolve (and fail on a bad model string) before a run is recorded
-        run_id = self.store.start_run(kind, label, detail=detail[:500])
+            # resolve (and fail on a bad model string, or a cost cap it cannot keep) before a run is recorded
+            problem = cost_cap_problem(self.model, self.settings.max_cost)
+            if problem is not None:
+                raise ConfigError(problem)
+        run_id = self.store.start_run(kind, label, detail=detail[:500], space=space)
         handle = Run(run_id, self.client(run_id) if model else None)
         try:
             yield handle
@@ -137,6 +144,7 @@ class KnowTree:
         replace: bool = False,
         confirm: Confirm | None = None,
         skip_bad: bool = False,
+        within: ReadRoots | None = None,
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from files, directories or globs.
 
@@ -147,11 +155,14 @@ class KnowTree:
         keeps the documents already in the tree; without it, a tree holding other documents (or a
         conversation memory) is refused unless `replace`. `confirm` is asked when the estimate passes
         `confirm_calls`. `rename` maps each file's path to the name the tree (and its citations) will
-        use (the server names uploads by their file names).
+        use (the server names uploads by their file names). `within` (`knowtree.ingest.roots.ReadRoots`):
+        every file read, those found in folders included, must resolve (symbolic links, `..`) under
+        one of these roots, or it is a bad file like an unreadable one; without it (the CLI) whatever
+        this process can read is read, symbolic links followed.
         """
         return building.build_paths(
             self, paths, tree=tree, progress=progress, on_client=on_client, add=add, meta=meta,
-            rename=rename, replace=replace, confirm=confirm, skip_bad=skip_bad,
+            rename=rename, replace=replace, confirm=confirm, skip_bad=skip_bad, within=within,
         )  # fmt: skip
 
     def build_sources(

@@ -40,7 +40,7 @@ class Host(Protocol):
     def client(self, run_id: str | None = None) -> LLMClient: ...
 
     def run(
-        self, kind: str, label: str | None, detail: str = "", *, model: bool = True
+        self, kind: str, label: str | None, detail: str = "", *, model: bool = True, space: str = "tree"
     ) -> AbstractContextManager[Run]: ...
 
     def tree(self, name: str) -> Any: ...  # a `knowtree.tree.Tree`

@@ -127,7 +127,7 @@ class KB:
         )
 
     def _run(self, kind: str, detail: str, fn: Any, progress: Progress | None, on_client: Any) -> Any:
-        with self.kt.run(kind, f"kb:{self.name}", detail) as run:
+        with self.kt.run(kind, self.name, detail, space="kb") as run:
             assert run.client is not None
             if on_client:
                 on_client(run.client)
@@ -257,7 +257,7 @@ class KB:
         trace: list[dict[str, Any]] = []
         with ExitStack() as stack:
             run = (  # no run recorded for a question that calls no model
-                stack.enter_context(self.kt.run("kb-ask", f"kb:{self.name}", query))
+                stack.enter_context(self.kt.run("kb-ask", self.name, query, space="kb"))
                 if metadata == "model" or solve or rerank
                 else None
             )

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from knowtree.answer.hybrid import HybridScorer
 from knowtree.answer.memory import MemoryNavigator, MemoryOptions
 from knowtree.answer.router import route
-from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree
+from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree, shifted
 from knowtree.construct.forget import DeleteReport
 from knowtree.errors import NotFoundError, UserError
-from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages
+from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages, unseen
 from knowtree.types import Answer, NavStep, Node, Usage
 
 if TYPE_CHECKING:
@@ -95,9 +95,18 @@ class Memory:
         on_client: Callable[[Any], None] | None = None,
         skipped: int = 0,
     ) -> AddReport:
-        """Add messages (one exchange or many) to the memory; returns what it cost."""
+        """Add messages (one exchange or many) to the memory; returns what it cost. A message whose add
+        key (`ChatMessage.key`, set by the server) the memory holds already, or a second one with the
+        same key, is skipped: a retried or resumed add stores each message once (keys are saved with
+        their messages, in one transaction)."""
         started = time.monotonic()
         msgs = parse_messages(messages)
+        if any(m.key is not None for m in msgs):
+            held = self.kt.store.stored_add_keys(self.name, [m.key for m in msgs if m.key]) if self.exists else set()
+            kept = unseen(msgs, held)
+            if progress is not None and len(kept) < len(msgs):  # done/total of the whole request
+                progress = shifted(progress, len(msgs) - len(kept))
+            skipped, msgs = skipped + len(msgs) - len(kept), kept
         tree = self._load()
         model = self.kt.model
         settings = {"max_children": tree.max_children, "batch_size": batch_size}

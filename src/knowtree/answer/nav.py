@@ -363,19 +363,25 @@ def navigate(
             on_step(step)
     result.grades = grades
     result.ranking = combine(ranking, units, shifts, options.weight)
-    top = {u.node for u in units[: options.candidates * options.rounds]}
+    if result.calls:
+        outcome = (
+            f"nav: {len(grades)} unit(s) graded in {result.calls} call(s); final = prior + "
+            f"{options.weight:.2f}·(grade − the mean grade of its call) for judged units, prior elsewhere"
+        )
+    elif units:  # every unit is read anyway: a grade could not change what is read
+        outcome = f"nav: no judge needed, all {len(units)} unit(s) fit the budget; the ranking is the prior's"
+    else:
+        outcome = "nav: nothing to judge (no unit found); the ranking is the prior's"
     summary = NavStep(
         action="combine",
         options=result.ranking.pieces[: options.candidates],
-        outcome=(
-            f"nav: {len(grades)} unit(s) graded in {result.calls} call(s); final = prior + "
-            f"{options.weight:.2f}·(grade − the mean grade of its call) for judged units, prior elsewhere"
-        ),
+        outcome=outcome,
         reason="; ".join(
             f"{p[:12]} prior {ranking.scores.get(p, 0.0):.3f} → {result.ranking.scores.get(p, 0.0):.3f}"
             for p in result.ranking.pieces[:5]
         ),
-        error=None if len(grades) or not top else "no grade usable: the ranking is the prior's",
+        # an error only when the judge was called and none of its grades could be used
+        error=None if grades or not result.calls else "no grade usable: the ranking is the prior's",
     )
     result.steps.append(summary)
     if on_step:

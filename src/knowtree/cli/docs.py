@@ -52,16 +52,16 @@ def export_command(
 
 
 def import_command(
-    file: Annotated[str, typer.Argument(help="PageIndex JSON file")],
-    tree: Annotated[str, typer.Option("--tree", "-t", help="name of the tree to create")] = "default",
+    file: Annotated[str, typer.Argument(help="PageIndex JSON (a tree) or ChatIndex JSON (a conversation memory)")],
+    tree: Annotated[str, typer.Option("--tree", "-t", help="name of the tree or memory to create")] = "default",
     db: DbOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="replace an existing tree of that name")] = False,
 ) -> None:
-    """Read a PageIndex-style JSON tree into the database (no model call). An existing tree of that
-    name is kept (an error) unless --replace."""
+    """Read a PageIndex-style JSON tree, or a ChatIndex-style conversation memory (as `export
+    --format chatindex` writes it), into the database (no model call). An existing tree of that name
+    is kept (an error) unless --replace."""
     from knowtree.errors import InputError
-    from knowtree.interop.pageindex import import_tree
-    from knowtree.store.docinfo import DocInfo, save_doc_infos
+    from knowtree.interop.chatindex import is_chatindex
 
     def go() -> None:
         try:
@@ -71,32 +71,58 @@ def import_command(
             raise InputError(file, f"cannot be read ({exc.strerror or exc})") from exc
         except json.JSONDecodeError as exc:
             raise InputError(file, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-        nodes, root_id, docs = import_tree(data, file)
-        with open_kt(db=db) as kt:
-            from knowtree.building import check_target
-
-            check_target(kt.store, tree, kind="document", replace=replace, action=f"importing {file}")
-            kt.store.save_tree(
-                tree,
-                root_id=root_id,
-                nodes=nodes,
-                documents=docs,
-                model="import",
-                settings={"summaries": "none", "imported": file},
-                kind="document",
-            )
-            save_doc_infos(
-                kt.store,
-                tree,
-                [
-                    DocInfo(
-                        path=docs[0].path,
-                        node_id=root_id,
-                        description=str(data.get("doc_description") or "") if isinstance(data, dict) else "",
-                        source="pageindex",
-                    )
-                ],
-            )
-        typer.echo(f"imported tree {tree!r}: {len(nodes)} nodes from {file}")
+        except UnicodeDecodeError as exc:
+            raise InputError(file, f"not UTF-8 text ({exc.reason})") from exc
+        typer.echo(_import_memory(data, file, tree, db, replace) if is_chatindex(data) else _import_tree(data, file, tree, db, replace))
 
     run(go)
+
+
+def _import_tree(data: object, file: str, tree: str, db: str | None, replace: bool) -> str:
+    from knowtree.building import check_target
+    from knowtree.interop.pageindex import document_nodes, import_tree
+    from knowtree.store.docinfo import DocInfo, save_doc_infos
+
+    nodes, root_id, docs = import_tree(data, file)
+    description = str(data.get("doc_description") or "") if isinstance(data, dict) else ""
+    with open_kt(db=db) as kt:
+        check_target(kt.store, tree, kind="document", replace=replace, action=f"importing {file}")
+        kt.store.save_tree(
+            tree,
+            root_id=root_id,
+            nodes=nodes,
+            documents=docs,
+            model="import",
+            settings={"summaries": "none", "imported": file},
+            kind="document",
+        )
+        infos = [
+            DocInfo(path=path, node_id=node, description=description if len(docs) == 1 else "", source="pageindex")
+            for path, node in document_nodes(nodes, root_id, docs)
+        ]
+        save_doc_infos(kt.store, tree, infos)
+    return f"imported tree {tree!r}: {len(nodes)} nodes from {file}"
+
+
+def _import_memory(data: object, file: str, tree: str, db: str | None, replace: bool) -> str:
+    from knowtree.building import check_target
+    from knowtree.interop.chatindex import import_memory
+
+    with open_kt(db=db) as kt:
+        memory = import_memory(data, file, tree, max_children=kt.settings.max_children)
+        check_target(kt.store, tree, kind="conversation", replace=replace, action=f"importing {file}")
+        if replace and kt.store.tree_exists(tree):
+            kt.delete(tree)  # asked for (--replace); the import was read and checked first
+        kt.store.save_memory_step(
+            tree,
+            root_id=memory.root_id,
+            nodes=memory.nodes,
+            parents=memory.parents,
+            messages=memory.messages,
+            model="import",
+            settings={"max_children": memory.max_children, "memory_state": memory.state, "imported": file},
+            kind="conversation",
+        )
+    return (
+        f"imported memory {tree!r}: {len(memory.messages)} messages in {memory.topics} topic(s) from {file}"
+    )

@@ -36,9 +36,26 @@ def serve_command(
     rate: Annotated[float, typer.Option(help="requests per second per API key")] = 20.0,
     burst: Annotated[int, typer.Option(help="requests a key may make at once")] = 60,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="do not run build jobs in this process")] = False,
+    job_lease: Annotated[
+        float,
+        typer.Option(
+            "--job-lease", min=1.0, max=3600.0,
+            help="seconds a running job stays this server's without a heartbeat; another server on the"
+            " database takes it over only after that",
+        ),
+    ] = 30.0,
+    check: Annotated[
+        str,
+        typer.Option(
+            help="check of the database before serving: quick (every page, whatever the size), full"
+            " (integrity and full-text index), fast (header, schema and core tables only)",
+        ),
+    ] = "quick",
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
     """Serve the HTTP API (/v1, docs at /docs), the web tree browser (/ui) and MCP (/mcp)."""
+    if check not in ("fast", "quick", "full"):
+        raise typer.BadParameter(f"--check {check!r}: use fast, quick or full")
 
     def go() -> None:
         try:
@@ -60,7 +77,9 @@ def serve_command(
             rate_per_second=rate,
             rate_burst=burst,
             jobs_worker=not no_worker,
+            job_lease_seconds=job_lease,
         )
+        check_database(db, check)  # a damaged file, whatever its size: refused before anything writes
         kt = open_kt(db=db, model=model)
         with kt:
             uvicorn.run(create_app(kt, config), host=host, port=port, log_level=log_level)
@@ -97,6 +116,22 @@ def mcp_command(
             kt.close()
 
     run(go)
+
+
+def check_database(db: str | None, level: str) -> None:
+    """Refuse (one line, exit 3) a database that fails the check at `level` (`store.guard.preflight`)."""
+    import logging
+    import time
+
+    from knowtree.config import Settings
+    from knowtree.store.guard import preflight
+
+    path = Settings.load({"db": db}).db
+    started = time.perf_counter()
+    preflight(path, level)  # type: ignore[arg-type]
+    logging.getLogger("knowtree.server").info(
+        "%s: %s check passed in %.2f s", path, level, time.perf_counter() - started
+    )
 
 
 def _tenant_roots(pairs: list[str]) -> dict[str, list[str]]:

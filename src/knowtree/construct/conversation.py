@@ -44,6 +44,11 @@ from knowtree.types import Node, NodeKind, NodeMeta, Span, Usage, content_hash
 Progress = Callable[[int, int], None]  # (messages added so far, messages in this add)
 
 
+def shifted(progress: Progress, done: int) -> Progress:
+    """`progress` told of `done` messages more, done before this add began (skipped ones)."""
+    return lambda n, total: progress(n + done, total + done)
+
+
 @dataclass
 class StepResult:
     """What one batch changed: for the store, and for counting calls."""
@@ -212,37 +217,11 @@ class TopicTree(TopicCalls, Rebalancing, Forgetting):
         out = []
         for m in batch:
             self.count += 1
-            pos = self.count
-            node = Node(
-                id=content_hash("msg", self.name, str(pos), m.role, m.speaker, m.content),
-                kind=NodeKind.LEAF,
-                level=0,
-                meta=NodeMeta(
-                    title=f"#{pos} {m.speaker}",
-                    time_range=[m.time, m.time] if m.time else [],
-                    content_types=[MESSAGE],
-                    about=[m.speaker],
-                ),
-                text=m.display(),
-                spans=[Span(file=self.name, start=pos, end=pos + 1, line_start=pos, line_end=pos)],
-            )
+            node, row = message_leaf(self.name, self.count, m)
             self.nodes[node.id] = node
             self.parent[node.id] = parent
             out.append(node)
-            step.messages.append(
-                {
-                    "position": pos,
-                    "role": m.role,
-                    "name": m.name,
-                    "content": m.content,
-                    "timestamp": m.timestamp,
-                    "time": m.time,
-                    "session": m.session,
-                    "source_id": m.id,
-                    "attachment": m.attachment,
-                    "node_id": node.id,
-                }
-            )
+            step.messages.append(row)
         self.last = batch[-1]
         return out
 
@@ -401,3 +380,34 @@ class TopicTree(TopicCalls, Rebalancing, Forgetting):
             content_types=[TOPIC],
             fallback="the topic reply stayed invalid: summary made of the messages' first words",
         )
+
+
+def message_leaf(memory: str, pos: int, m: ChatMessage) -> tuple[Node, dict[str, object]]:
+    """The leaf of message `m` at position `pos` (1-based) of `memory`, and its messages-table row."""
+    node = Node(
+        id=content_hash("msg", memory, str(pos), m.role, m.speaker, m.content),
+        kind=NodeKind.LEAF,
+        level=0,
+        meta=NodeMeta(
+            title=f"#{pos} {m.speaker}",
+            time_range=[m.time, m.time] if m.time else [],
+            content_types=[MESSAGE],
+            about=[m.speaker],
+        ),
+        text=m.display(),
+        spans=[Span(file=memory, start=pos, end=pos + 1, line_start=pos, line_end=pos)],
+    )
+    row: dict[str, object] = {
+        "position": pos,
+        "role": m.role,
+        "name": m.name,
+        "content": m.content,
+        "timestamp": m.timestamp,
+        "time": m.time,
+        "session": m.session,
+        "source_id": m.id,
+        "attachment": m.attachment,
+        "node_id": node.id,
+        "add_key": m.key,
+    }
+    return node, row

@@ -54,7 +54,8 @@ def estimate_build(
     output_cost_per_mtok: float = 0.0,
 ) -> BuildEstimate:
     """`documents`: (path, sha256, characters) of each input; `unchanged`: (path, sha256) pairs the
-    tree already holds (left out)."""
+    tree already holds (left out). With `summaries="none"` the leaves and branches cost no call (the
+    zero-call tree): only `extra_calls_per_doc` is left."""
     size = leaf_chars or settings.chunk_size
     step = max(1, size - settings.chunk_overlap)
     leaves = docs = chars = 0
@@ -64,13 +65,16 @@ def estimate_build(
         docs += 1
         chars += length
         leaves += max(1, math.ceil(length / step))
+    if settings.summaries == "none":
+        leaves = 0  # no metadata: no leaf or branch call at all
     branches = 0
     level = leaves
     while level > 1:  # one synthesis call per branch, level by level up to the root
         level = math.ceil(level / settings.max_children)
         branches += level
     calls = leaves + branches + extra_calls_per_doc * docs
-    input_tokens = chars // 4 + calls * PROMPT_OVERHEAD_TOKENS + branches * settings.max_children * 120
+    read = chars // 4 if leaves else 0  # the text is shown to the model only when leaves are summarized
+    input_tokens = read + calls * PROMPT_OVERHEAD_TOKENS + branches * settings.max_children * 120
     output_tokens = calls * REPLY_TOKENS
     priced = input_cost_per_mtok or output_cost_per_mtok
     cost = (

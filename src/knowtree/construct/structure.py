@@ -3,7 +3,10 @@
 Shape (planned before any model call, ids are content hashes):
 
 * one node per section, children in reading order; a section's own text before its first
-  subsection becomes an "(introduction)" leaf, text before the first section a "(front matter)" leaf;
+  subsection becomes an "(introduction)" leaf whatever its length, text before the first section a
+  "(front matter)" leaf; a heading with nothing after it before its first subsection is read with
+  that subsection (its line opens the subsection's first leaf), so every character of the document's
+  text is in exactly one leaf;
 * a section larger than the budget (`max_pages` physical pages or `max_chars` characters) is split
   recursively into parts, so no leaf exceeds it; a node with very many children gets intermediate
   groups, so a navigator is never shown more than `2 * max_children` options;
@@ -61,6 +64,7 @@ class _Sec:
     level: int
     start: int
     end: int
+    body: int = -1  # where the text after the heading begins (-1: after the heading's line)
     kids: list[_Sec] = field(default_factory=list)
 
 
@@ -68,7 +72,7 @@ def _nest(sections: Sequence[Section], text_len: int) -> list[_Sec]:
     top: list[_Sec] = []
     stack: list[_Sec] = []
     for s in sorted(sections, key=lambda s: s.start):
-        node = _Sec(s.title, s.level, s.start, s.end if s.end >= 0 else text_len)
+        node = _Sec(s.title, s.level, s.start, s.end if s.end >= 0 else text_len, s.body)
         while stack and stack[-1].level >= node.level:
             stack.pop()
         (stack[-1].kids if stack else top).append(node)
@@ -213,16 +217,29 @@ class _Planner:
             return f"{title} (parts {first.group(1)}-{last.group(1)}/{first.group(2)})"  # type: ignore[union-attr]
         return f"{kids[0].title} … {kids[-1].title}"
 
-    def section(self, sec: _Sec) -> list[str]:
+    def body_start(self, sec: _Sec) -> int:
+        """Where the text after a section's heading begins: the loader's word, else the next line."""
+        if sec.body >= sec.start:
+            return sec.body
+        newline = self.text.find("\n", sec.start)
+        return len(self.text) if newline < 0 else newline + 1
+
+    def section(self, sec: _Sec, lead: int | None = None) -> list[str]:
+        """The section's nodes. `lead`: where its first leaf begins when a parent's heading, with
+        nothing after it, is read with this section (so no character of the text is left out)."""
+        start = sec.start if lead is None else min(lead, sec.start)
         if not sec.kids:
-            return self.ranged(sec.title, sec.start, sec.end)
+            return self.ranged(sec.title, start, sec.end)
         ids: list[str] = []
-        intro_s, intro_e = self.trimmed(sec.start, sec.kids[0].start)
-        # the heading line alone is not an introduction
-        if intro_e - intro_s > len(sec.title) + 40:
-            ids.extend(self.ranged(f"{sec.title} (introduction)", sec.start, sec.kids[0].start))
-        for k in sec.kids:
-            ids.extend(self.section(k))
+        first = sec.kids[0].start
+        kid_lead: int | None = None
+        if self.text[self.body_start(sec) : first].strip():
+            # the section's own opening text, however short, is a leaf of its own
+            ids.extend(self.ranged(f"{sec.title} (introduction)", start, first))
+        else:  # the heading line alone: it opens the first subsection's leaf
+            kid_lead = start
+        for i, k in enumerate(sec.kids):
+            ids.extend(self.section(k, kid_lead if i == 0 else None))
         if not ids:
             return []
         return [self.inner(sec.title, self.grouped(sec.title, ids))]

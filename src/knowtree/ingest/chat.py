@@ -45,6 +45,9 @@ class ChatMessage(BaseModel):
     session: str | None = None
     id: str | None = None  # the source's own id (LoCoMo dia_id "D1:3", an export's message id)
     attachment: str | None = None  # e.g. the caption of a shared photo
+    #: the add key a server gives the message (never read from a record): a retried or resumed add
+    #: skips the messages whose key the memory holds already (`Memory.add`)
+    key: str | None = None
 
     @property
     def speaker(self) -> str:
@@ -231,6 +234,17 @@ def _text(content: Any, name: str, where: str) -> str:
                 texts.append(part["text"])
         return "\n".join(texts)
     raise InputError(name, f"{where}: 'content' must be a string or a list of text parts")
+
+
+def unseen(messages: Sequence[ChatMessage], held: set[str]) -> list[ChatMessage]:
+    """`messages` less those whose add key is in `held` or repeats an earlier one's (`held` grows)."""
+    out = []
+    for m in messages:
+        if m.key is None or m.key not in held:
+            out.append(m)
+            if m.key is not None:
+                held.add(m.key)
+    return out
 
 
 def parse_messages(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from knowtree.errors import InputError
 from knowtree.ingest.structure import StructuredDocument, from_lines
@@ -35,7 +37,7 @@ def load_docx(path: str) -> StructuredDocument:
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    for child in body.iterchildren():
+    for child in _blocks(body):
         tag = child.tag.rsplit("}", 1)[-1]
         if tag == "p":
             para = Paragraph(child, d)
@@ -50,3 +52,14 @@ def load_docx(path: str) -> StructuredDocument:
             for row in Table(child, d).rows:
                 lines.append("\t".join(" ".join(c.text.split()) for c in row.cells))
     return from_lines(path, lines, heads, "DOCX has no text")
+
+
+def _blocks(body: Any) -> Iterator[Any]:
+    """The body's paragraphs and tables in order, those inside content controls (<w:sdt>) too."""
+    for child in body.iterchildren():
+        if child.tag.rsplit("}", 1)[-1] != "sdt":
+            yield child
+            continue
+        for part in child.iterchildren():
+            if part.tag.rsplit("}", 1)[-1] == "sdtContent":
+                yield from _blocks(part)

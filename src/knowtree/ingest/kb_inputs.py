@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import InputError
+from knowtree.ingest.roots import ReadRoots
 from knowtree.text import phrase_in
 
 ANY = "any"  # the attribute value of a broad issue: every allowed value
@@ -317,17 +318,20 @@ def _check_appends(path: str, rules: list[Rule]) -> None:
 
 
 # -- domain documents ----------------------------------------------------------------------
-def load_kb_docs(paths: Sequence[str]) -> list[DocSection]:
-    """Every document as sections; JSONL records one section each. The first bad file raises."""
+def load_kb_docs(paths: Sequence[str], within: ReadRoots | None = None) -> list[DocSection]:
+    """Every document as sections; JSONL records one section each. The first bad file raises.
+    `within`: every file read (those in folders too) must resolve under these roots (`ingest.roots`)."""
     out: list[DocSection] = []
     others: list[str] = []
     for entry in paths:
         if entry.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+            if within is not None:
+                within.check(entry)
             out.extend(_records(entry))
         else:
             others.append(entry)
     if others:
-        out.extend(_structured_sections(others))
+        out.extend(_structured_sections(others, within))
     if not out:
         raise InputError(", ".join(paths) or "(no documents)", "no domain documents found")
     return out
@@ -359,11 +363,11 @@ def _records(path: str) -> list[DocSection]:
     return out
 
 
-def _structured_sections(paths: list[str]) -> list[DocSection]:
+def _structured_sections(paths: list[str], within: ReadRoots | None) -> list[DocSection]:
     from knowtree.ingest.sources import load_sources
 
     out: list[DocSection] = []
-    for sd in load_sources(paths, headings=True):
+    for sd in load_sources(paths, headings=True, within=within):
         text = sd.document.text
         name = Path(sd.path).name
         if not sd.sections:

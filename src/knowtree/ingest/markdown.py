@@ -24,7 +24,9 @@ def markdown_sections(doc: Document) -> StructuredDocument:
         if not title:
             continue
         level = int(tok.tag[1:])
-        sections.append(Section(title=title, level=level, start=line_starts[tok.map[0]]))
+        after = tok.map[1]  # the line after the heading (a setext heading has two)
+        body = line_starts[after] if after < len(line_starts) else len(text)
+        sections.append(Section(title=title, level=level, start=line_starts[tok.map[0]], body=body))
     close_sections(sections, len(text))
     return StructuredDocument(document=doc, sections=sections, source="headings")
 

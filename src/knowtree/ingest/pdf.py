@@ -83,10 +83,14 @@ def sections_from_pages(doc: StructuredDocument, entries: list[tuple[str, int, i
             continue
         p_start, p_end = doc.pages[page - 1]
         lo = max(p_start, last + 1) if sections and last < p_end else p_start
-        at = find_title(doc.document.text, title, lo, p_end)
-        start = at if at is not None else max(p_start, min(last, p_end))
+        text = doc.document.text
+        found = title_range(text, title, lo, p_end)
+        start = found[0] if found is not None else max(p_start, min(last, p_end))
+        # the text after the heading: the line after the title's last character (unknown when not found)
+        newline = text.find("\n", found[1]) if found is not None else -2
+        body = -1 if newline == -2 else (len(text) if newline < 0 else newline + 1)
         last = start
-        sections.append(Section(title=title, level=level, start=start))
+        sections.append(Section(title=title, level=level, start=start, body=body))
     close_sections(sections, len(doc.document.text), doc)
     return sections
 
@@ -98,6 +102,12 @@ def _normal(text: str) -> str:
 def find_title(text: str, title: str, lo: int, hi: int) -> int | None:
     """Where `title` appears in text[lo:hi], ignoring case, spacing and punctuation (PDF text often
     splits words: "Manage ment"), or None. Returns the offset of the first matching character."""
+    found = title_range(text, title, lo, hi)
+    return found[0] if found is not None else None
+
+
+def title_range(text: str, title: str, lo: int, hi: int) -> tuple[int, int] | None:
+    """`find_title`'s match as (first matching character, one past the last), or None."""
     target = _normal(title)[:60]
     if len(target) < 3:
         return None
@@ -107,7 +117,8 @@ def find_title(text: str, title: str, lo: int, hi: int) -> int | None:
     j = flat.find(target)
     if j < 0:
         return None
-    return lo + keep[j]
+    last = len(keep) - 1  # (a letter whose lower case is longer would shift `flat` past `keep`)
+    return lo + keep[min(j, last)], lo + keep[min(j + len(target) - 1, last)] + 1
 
 
 def title_on_page(doc: StructuredDocument, title: str, page: int) -> bool:

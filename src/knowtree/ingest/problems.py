@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from knowtree.errors import InputError
+from knowtree.ingest.roots import ReadRoots
 
 T = TypeVar("T")
 
@@ -57,11 +58,13 @@ def load_each(
     *,
     skip_bad: bool,
     skipped: list[Skipped] | None,
+    within: ReadRoots | None = None,
 ) -> list[T]:
     """Expand every entry (a missing path fails before any file is read), load each file once (the
     same file reached twice, by any route, compared by resolved path, is loaded once), collecting
     every problem: one bad entry or file raises its `InputError`, several a `BadFilesError`; with
-    `skip_bad` the bad ones go to `skipped` instead (an error only when no file is good)."""
+    `skip_bad` the bad ones go to `skipped` instead (an error only when no file is good). `within`:
+    every file, however it was found, is checked against these roots just before it is read."""
     problems: list[InputError] = []
     found: list[str] = []
     seen: set[str] = set()
@@ -79,6 +82,8 @@ def load_each(
     out: list[T] = []
     for path in found:
         try:
+            if within is not None:
+                within.check(path)
             out.append(load(path))
         except InputError as exc:
             problems.append(exc)

@@ -12,11 +12,12 @@ import os
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
+from knowtree.ingest.formats import ALL_SUFFIXES, NO_FILES
 from knowtree.ingest.problems import Skipped, load_each, missing_reason
-from knowtree.ingest.structure import STRUCTURED_SUFFIXES, StructuredDocument
-from knowtree.ingest.text import SUPPORTED_SUFFIXES, load_documents
+from knowtree.ingest.roots import ReadRoots
+from knowtree.ingest.structure import StructuredDocument
+from knowtree.ingest.text import load_documents
 
-ALL_SUFFIXES = SUPPORTED_SUFFIXES + STRUCTURED_SUFFIXES
 _GLOB = frozenset("*?[")
 
 
@@ -47,7 +48,7 @@ def expand(entries: Sequence[str]) -> list[str]:
                         path = os.path.join(dirpath, name)
                         found.append(os.path.normpath(path) if os.path.normpath(entry) == "." else path)
             if not found:
-                raise InputError(entry, "no supported files found (" + ", ".join(ALL_SUFFIXES) + ")")
+                raise InputError(entry, NO_FILES)
             files = sorted(found)
         elif os.path.exists(entry):
             if not os.path.isfile(entry):
@@ -60,7 +61,7 @@ def expand(entries: Sequence[str]) -> list[str]:
                 if os.path.isfile(m) and os.path.splitext(m)[1].lower() in ALL_SUFFIXES
             )
             if not files:
-                raise InputError(entry, "no supported files found (" + ", ".join(ALL_SUFFIXES) + ")")
+                raise InputError(entry, NO_FILES)
         else:
             raise InputError(entry, missing_reason(entry))
         for f in files:
@@ -71,13 +72,23 @@ def expand(entries: Sequence[str]) -> list[str]:
     return out
 
 
-def has_structured_input(entries: Sequence[str]) -> bool:
+def has_structured_input(entries: Sequence[str], within: ReadRoots | None = None) -> bool:
     """True when some entry is (or, for a directory or glob, holds) a PDF, DOCX or HTML file.
-    Missing paths answer False: the core loader then reports them as it always has."""
+    Missing paths answer False: the core loader then reports them as it always has. A file outside
+    `within` is not looked into (the loader refuses it)."""
     try:
-        return any(_kind(f) != "text" for f in expand(entries))
+        files = expand(entries)
     except InputError:
         return False
+    return any(_kind(f) != "text" for f in files if within is None or _inside(within, f))
+
+
+def _inside(within: ReadRoots, path: str) -> bool:
+    try:
+        within.check(path)
+    except InputError:
+        return False
+    return True
 
 
 def load_sources(
@@ -87,16 +98,19 @@ def load_sources(
     max_bytes: int = 50_000_000,
     skip_bad: bool = False,
     skipped: list[Skipped] | None = None,
+    within: ReadRoots | None = None,
 ) -> list[StructuredDocument]:
     """Every file as a `StructuredDocument`. Every file is tried: one unreadable file raises its
     `InputError`, several a `BadFilesError` naming each; with `skip_bad` the bad ones are appended to
-    `skipped` instead (an error only when no file is good). `max_bytes`: the largest text file accepted."""
+    `skipped` instead (an error only when no file is good). `max_bytes`: the largest text file accepted.
+    `within`: read only files that resolve under these roots (`knowtree.ingest.roots`)."""
     return load_each(
         entries,
         lambda entry: expand([entry]),
         lambda path: _load_one(path, headings, max_bytes),
         skip_bad=skip_bad,
         skipped=skipped,
+        within=within,
     )
 
 

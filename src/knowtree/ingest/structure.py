@@ -13,9 +13,8 @@ import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from knowtree.ingest.formats import STRUCTURED_SUFFIXES
 from knowtree.types import Document
-
-STRUCTURED_SUFFIXES: tuple[str, ...] = (".pdf", ".docx", ".html", ".htm")
 
 
 @dataclass
@@ -26,6 +25,7 @@ class Section:
     end: int = -1  # filled in by `close_sections`: where the next section at any level begins
     page_start: int | None = None  # physical pages, 1-based inclusive (paged sources)
     page_end: int | None = None
+    body: int = -1  # where the text after the heading begins (-1: unknown, the line after `start`)
 
 
 @dataclass
@@ -100,7 +100,10 @@ def from_lines(path: str, lines: list[str], heads: list[tuple[str, int, int]], e
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    sections = [Section(title=t, level=lv, start=offsets[i]) for t, lv, i in heads]
+    sections = [
+        Section(title=t, level=lv, start=offsets[i], body=min(offsets[i + 1], len(text)))
+        for t, lv, i in heads
+    ]
     close_sections(sections, len(text))
     return StructuredDocument(document=document, sections=sections, source="headings")
 

@@ -28,10 +28,12 @@ import re
 from collections.abc import Sequence
 
 from knowtree.errors import InputError
+from knowtree.ingest.formats import NO_FILES, TEXT_SUFFIXES
 from knowtree.ingest.problems import Skipped, load_each, missing_reason
+from knowtree.ingest.roots import ReadRoots
 from knowtree.types import Document
 
-SUPPORTED_SUFFIXES: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst", ".text")
+SUPPORTED_SUFFIXES: tuple[str, ...] = TEXT_SUFFIXES
 
 _SNIFF_BYTES = 8192  # binary sniffing looks at the start of the file only
 _MAX_CONTROL_BYTE_SHARE = 0.05  # of the sniffed bytes
@@ -45,7 +47,6 @@ _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x2
 # and U+FFFD (what undecodable bytes become).
 _BAD_CHARS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]")
 
-_NO_FILES = "no .txt/.md files found (supported suffixes: " + ", ".join(SUPPORTED_SUFFIXES) + ")"
 _EMPTY = "file is empty"
 _BINARY = "looks like a binary file, not text"
 _UNDECODABLE = "cannot be decoded as text (tried utf-8 and charset detection)"
@@ -58,6 +59,7 @@ def load_documents(
     max_bytes: int = 50_000_000,
     skip_bad: bool = False,
     skipped: list[Skipped] | None = None,
+    within: ReadRoots | None = None,
 ) -> list[Document]:
     """Read every file named by `paths` (files, directories, glob patterns) as a `Document`.
 
@@ -66,11 +68,14 @@ def load_documents(
     `InputError`, several raise `BadFilesError` naming each. With `skip_bad`, the good files are
     returned and each bad one is appended to `skipped` (an error only when no file is good).
     The same file reached twice (by any route, compared by resolved path) is loaded once.
+    `within`: read only files that resolve under these roots (`knowtree.ingest.roots`); the others
+    are bad files like the rest.
     """
     if isinstance(paths, str):  # a lone string would be iterated character by character
         paths = [paths]
     return load_each(
-        paths, _expand, lambda path: _load_file(path, max_bytes), skip_bad=skip_bad, skipped=skipped
+        paths, _expand, lambda path: _load_file(path, max_bytes), skip_bad=skip_bad, skipped=skipped,
+        within=within,
     )
 
 
@@ -79,7 +84,7 @@ def _expand(entry: str) -> list[str]:
     if os.path.isdir(entry):
         files = _walk(entry)
         if not files:
-            raise InputError(entry, _NO_FILES)
+            raise InputError(entry, NO_FILES)
         return files
     if os.path.exists(entry):  # an existing name wins even if it contains glob characters
         if not os.path.isfile(entry):
@@ -90,7 +95,7 @@ def _expand(entry: str) -> list[str]:
             m for m in glob.glob(entry, recursive=True) if os.path.isfile(m) and _is_supported(m)
         )
         if not matches:
-            raise InputError(entry, _NO_FILES)
+            raise InputError(entry, NO_FILES)
         return matches
     raise InputError(entry, missing_reason(entry))
 

@@ -80,6 +80,8 @@ class Model(ABC):
     #: USD per million tokens, for the ledger; 0 for local models
     input_cost_per_mtok: float = 0.0
     output_cost_per_mtok: float = 0.0
+    #: runs on this machine at no charge: a cost cap (--max-cost) holds without prices
+    free: bool = False
 
     @abstractmethod
     def complete(self, request: Request) -> Completion:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from knowtree.errors import (
     BudgetExceededError,
+    ConfigError,
     KnowtreeError,
     ModelCallError,
     ModelOutputError,
@@ -143,8 +144,23 @@ def parse_json_tolerant(text: str) -> Any:
     return repaired if repaired not in ("", None) else None
 
 
+def cost_cap_problem(model: Model, max_cost: float | None) -> str | None:
+    """Why `max_cost` cannot be kept with `model`, or None. A model with no prices counts every
+    call as $0, so the cap would never stop anything: refused (fail closed) rather than ignored,
+    unless the model is `free` (runs on this machine)."""
+    if max_cost is None or model.free or model.input_cost_per_mtok or model.output_cost_per_mtok:
+        return None
+    return (
+        f"--max-cost ${max_cost:g} cannot be enforced: model {model.id!r} has no prices, so every call "
+        "would count as $0; set its prices (KNOWTREE_INPUT_COST_PER_MTOK and KNOWTREE_OUTPUT_COST_PER_MTOK, "
+        "or input_cost_per_mtok / output_cost_per_mtok in knowtree.toml), or cap with --max-tokens or --max-calls"
+    )
+
+
 class LLMClient:
-    """Wraps one `Model` with the cache, the concurrency limit, retries, validation and the ledger."""
+    """Wraps one `Model` with the cache, the concurrency limit, retries, validation and the ledger.
+
+    Raises `ConfigError` when a cost cap is asked for a model whose cost is unknown (`cost_cap_problem`)."""
 
     def __init__(
         self,
@@ -157,6 +173,9 @@ class LLMClient:
         self.model = model
         self.store: CallStore = store if store is not None else MemoryCallStore()
         self.options = options or ClientOptions()
+        problem = cost_cap_problem(model, self.options.max_cost)
+        if problem is not None:
+            raise ConfigError(problem)
         self.run_id = run_id
         limit = max(1, min(self.options.concurrency, model.max_concurrency))
         self.concurrency = limit

@@ -59,7 +59,7 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
             resumed = worker.start()
             service.worker = worker
             if resumed:
-                log.warning("resuming %d job(s) left running by a previous server", resumed)
+                log.warning("taking over %d job(s) whose worker's lease expired", resumed)
         try:
             if mcp_server is not None:
                 async with mcp_server.session_manager.run():

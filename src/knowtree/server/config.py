@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from knowtree.ingest.roots import ReadRoots
+
 MiB = 1024 * 1024
 
 
@@ -47,6 +49,11 @@ class ServerConfig(BaseModel):
         description="loopback servers: Host names accepted (DNS-rebinding guard) and origins allowed to write",
     )
     jobs_worker: bool = Field(True, description="run queued build jobs in this process")
+    job_lease_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="a running job stays its worker's this long without a heartbeat (renewed every third"
+        " of it); another server on the database takes it over only after that",
+    )
     mcp: bool = Field(True, description="mount the MCP server (streamable HTTP) at /mcp")
 
     @field_validator("allowed_roots")
@@ -64,6 +71,12 @@ class ServerConfig(BaseModel):
         if tenant is not None and tenant in self.tenant_roots:
             return self.tenant_roots[tenant]
         return self.allowed_roots
+
+    def read_roots(self, tenant: str | None) -> ReadRoots:
+        """What the builds of `tenant` may read (None: the local owner), as the loaders check it on
+        every file (`knowtree.ingest.roots`): under its roots once links and '..' are resolved; for a
+        tenant, no file with several hard links (it may be another tenant's file too)."""
+        return ReadRoots(tuple(self.roots_for(tenant)), single_link=tenant is not None)
 
     @property
     def open_without_keys(self) -> bool:

@@ -1,17 +1,27 @@
-"""Background build jobs: stored in the database, run by one worker thread in the server process.
+"""Background build jobs: stored in the database, run by one worker thread per server process.
 
 A job is `queued` → `running` → `done` | `failed` | `cancelled`. Its progress (stage, done, total)
-and final report are written to its row, so any number of SSE listeners (and a restarted server)
-read the same state. A job still `running` when the server starts belonged to a server that died:
-it is queued again and re-run; the model-call cache answers every call the dead run finished, and a
-tree is saved in one transaction at the end of a build, so no half-written tree is ever visible.
-Cancelling sets a flag the build's progress hook checks; the build stops at its next step.
+and final report are written to its row, so any number of SSE listeners, on any server using the
+same database file, read the same state.
+
+A job belongs to one live worker. Claiming it (`JobStore.claim_next`, the one place that decides
+who runs what) sets its `owner` and a lease (`lease_until`, seconds since the epoch) in one
+conditional write; while the job runs, a heartbeat thread renews the lease. Another process takes a
+`running` job over only when its lease has expired (its owner died or hung), or at once when its
+owner is a process of this host and PID namespace that no longer exists (a killed server restarted
+on the same machine). Taking over counts as another attempt; the model-call cache answers every call
+the dead run finished, and a tree is saved in one transaction at the end of a build, so no
+half-written tree is ever visible. An owner that finds its lease gone (renewal or progress write
+matches no row) stops: it writes no progress and no result. A server that stops gracefully puts its
+running job back in the queue for the next worker. Cancelling sets a flag the build's progress hook
+checks; the build stops at its next step.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -21,18 +31,54 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowtree.store import SQLiteStore
+from knowtree.store.runs import process_alive
 
 log = logging.getLogger("knowtree.server.jobs")
 
 FINAL = ("done", "failed", "cancelled")
+#: seconds a claimed job stays its owner's without a heartbeat (renewed every third of it)
+LEASE_SECONDS = 30.0
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").removeprefix("pid:").strip("[]")
+    except OSError:
+        return "-"
+
+
+def new_owner() -> str:
+    """A worker's identity: host, PID namespace, pid and a nonce (`host|pidns|pid|nonce`)."""
+    import socket
+
+    return f"{socket.gethostname()}|{_pid_namespace()}|{os.getpid()}|{uuid.uuid4().hex[:8]}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether `owner` is certainly dead: a process of this host and PID namespace that no longer
+    exists. Any other owner (another host, another container) may be alive: only its lease tells."""
+    import socket
+
+    parts = (owner or "").split("|")
+    if len(parts) != 4 or not parts[2].isdigit():
+        return False
+    host, pidns, pid, _ = parts
+    if host != socket.gethostname() or pidns != _pid_namespace() or int(pid) == os.getpid():
+        return False
+    return not process_alive(int(pid), host)
+
+
 class JobCancelled(Exception):
     """Raised inside a running job's progress hook once a cancel was requested."""
+
+
+class JobLost(JobCancelled):
+    """Raised inside a running job's progress hook when its owner no longer holds the job's lease
+    (another worker took it over): the job's result is not written by this owner."""
 
 
 @dataclass
@@ -50,12 +96,18 @@ class Job:
     attempts: int = 0
     created: str = ""
     updated: str = ""
+    owner: str | None = None
+    lease_until: float | None = None
+    idem_key: str | None = None
 
 
 _COLUMNS = (
     "id, tenant, kind, tree, params_json, state, progress_json, report_json, error, cancel_requested,"
-    " attempts, created, updated"
+    " attempts, created, updated, owner, lease_until, idem_key"
 )
+#: a job a worker may claim: queued, or running under a lease that has expired (or never had one:
+#: a row from before leases)
+_CLAIMABLE = "(state = 'queued' OR (state = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
 
 
 def _job(r: tuple) -> Job:
@@ -73,21 +125,40 @@ def _job(r: tuple) -> Job:
         attempts=r[10],
         created=r[11],
         updated=r[12],
+        owner=r[13],
+        lease_until=r[14],
+        idem_key=r[15],
     )
 
 
 class JobStore:
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore, *, lease_seconds: float = LEASE_SECONDS) -> None:
         self.store = store
+        self.lease_seconds = lease_seconds
 
-    def create(self, tenant: str, kind: str, tree: str, params: dict[str, Any]) -> Job:
+    def create(
+        self, tenant: str, kind: str, tree: str, params: dict[str, Any], *, idem_key: str | None = None
+    ) -> Job:
+        """Queue a job. With `idem_key`, the tenant's job queued with the same key before is returned
+        instead of a second one (a client repeating its request)."""
         job_id = uuid.uuid4().hex[:16]
         now = _now()
         with self.store.transaction() as c:
-            c.execute(
-                f"INSERT INTO jobs({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', '{{}}', NULL, NULL, 0, 0, ?, ?)",
-                (job_id, tenant, kind, tree, json.dumps(params), now, now),
-            )
+            row = None
+            if idem_key is not None:
+                row = c.execute(
+                    "SELECT id FROM jobs WHERE tenant = ? AND idem_key = ? AND kind = ? AND tree = ?"
+                    " ORDER BY created LIMIT 1",
+                    (tenant, idem_key, kind, tree),
+                ).fetchone()
+            if row is not None:
+                job_id = row[0]
+            else:
+                c.execute(
+                    f"INSERT INTO jobs({_COLUMNS}) VALUES"
+                    " (?, ?, ?, ?, ?, 'queued', '{}', NULL, NULL, 0, 0, ?, ?, NULL, NULL, ?)",
+                    (job_id, tenant, kind, tree, json.dumps(params), now, now, idem_key),
+                )
         job = self.get(job_id)
         assert job is not None
         return job
@@ -105,43 +176,107 @@ class JobStore:
         rows = self.store.query(sql + " ORDER BY created DESC, id LIMIT ?", (*args, limit))
         return [_job(r) for r in rows]
 
-    def claim_next(self) -> Job | None:
-        """Mark the oldest queued job running and return it (None when the queue is empty)."""
-        with self.store.transaction() as c:
-            row = c.execute(
-                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY created, id LIMIT 1"
-            ).fetchone()
-            if row is None:
-                return None
-            c.execute(
-                "UPDATE jobs SET state = 'running', attempts = attempts + 1, updated = ? WHERE id = ?",
-                (_now(), row[0]),
-            )
-        return self.get(row[0])
+    def claim_next(self, owner: str) -> Job | None:
+        """Give `owner` the oldest claimable job (queued, or running under an expired lease or a dead
+        owner of this host) and return it; None when there is none.
 
-    def requeue_orphans(self) -> int:
-        """Jobs left `running` by a server that died are queued again (their builds resume)."""
+        One write transaction (`BEGIN IMMEDIATE`) and a conditional UPDATE whose row count says whether
+        the claim won: two workers, in one process or many, never both get a job. The one place that
+        decides ownership (a PostgreSQL store would do it with `FOR UPDATE SKIP LOCKED`)."""
+        now = time.time()
+        pending = self.store.query("SELECT state, owner, lease_until FROM jobs WHERE state IN ('queued', 'running')")
+        if not any(s == "queued" or lease is None or lease < now or owner_gone(o) for s, o, lease in pending):
+            return None  # nothing to claim: no write lock taken (servers poll twice a second)
+        with self.store.transaction() as c:
+            rows = c.execute(
+                "SELECT id, state, owner, cancel_requested FROM jobs WHERE state IN ('queued', 'running')"
+                " ORDER BY created, id"
+            ).fetchall()
+            for job_id, state, old_owner, cancel in rows:
+                condition = _CLAIMABLE
+                args: list[object] = [now]
+                if state == "running" and owner_gone(old_owner):
+                    condition = f"({_CLAIMABLE} OR (state = 'running' AND owner = ?))"
+                    args.append(old_owner)
+                if state == "running" and cancel:  # its owner died after a cancel: done with it
+                    c.execute(
+                        f"UPDATE jobs SET state = 'cancelled', owner = NULL, lease_until = NULL,"
+                        f" error = 'cancelled on request', updated = ? WHERE id = ? AND {condition}",
+                        (_now(), job_id, *args),
+                    )
+                    continue
+                claimed = c.execute(
+                    "UPDATE jobs SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1,"
+                    f" updated = ? WHERE id = ? AND {condition}",
+                    (owner, now + self.lease_seconds, _now(), job_id, *args),
+                ).rowcount
+                if claimed == 1:
+                    break
+            else:
+                return None
+        return self.get(job_id)
+
+    def renew(self, job_id: str, owner: str) -> bool:
+        """Extend `owner`'s lease on a running job; False when the job is no longer its own."""
         with self.store.transaction() as c:
             return c.execute(
-                "UPDATE jobs SET state = 'queued', updated = ? WHERE state = 'running'", (_now(),)
-            ).rowcount
+                "UPDATE jobs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
+                (time.time() + self.lease_seconds, job_id, owner),
+            ).rowcount == 1
 
-    def set_progress(self, job_id: str, progress: dict[str, Any]) -> bool:
-        """Record progress; returns whether a cancel was requested."""
+    def release(self, job_id: str, owner: str) -> bool:
+        """A worker stopping gracefully hands its running job back to the queue."""
         with self.store.transaction() as c:
-            c.execute(
-                "UPDATE jobs SET progress_json = ?, updated = ? WHERE id = ?",
-                (json.dumps(progress), _now(), job_id),
-            )
+            return c.execute(
+                "UPDATE jobs SET state = 'queued', owner = NULL, lease_until = NULL, updated = ?"
+                " WHERE id = ? AND owner = ? AND state = 'running'",
+                (_now(), job_id, owner),
+            ).rowcount == 1
+
+    def takeovers(self) -> int:
+        """Running jobs another worker may take over now (expired lease, or no lease at all)."""
+        return int(self.store.query(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < ?)",
+            (time.time(),),
+        )[0][0])
+
+    def set_progress(self, job_id: str, progress: dict[str, Any], owner: str | None = None) -> bool:
+        """Record progress; returns whether a cancel was requested. With `owner`: raises `JobLost`
+        when the job is not that owner's any more (nothing is written)."""
+        with self.store.transaction() as c:
+            sql = "UPDATE jobs SET progress_json = ?, updated = ? WHERE id = ?"
+            args: tuple[object, ...] = (json.dumps(progress), _now(), job_id)
+            if owner is not None:
+                sql += " AND owner = ? AND state = 'running'"
+                args = (*args, owner)
+            if c.execute(sql, args).rowcount != 1 and owner is not None:
+                raise JobLost(job_id)
             row = c.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return bool(row and row[0])
 
-    def finish(self, job_id: str, state: str, *, report: dict[str, Any] | None = None, error: str | None = None) -> None:
+    def finish(
+        self,
+        job_id: str,
+        state: str,
+        *,
+        report: dict[str, Any] | None = None,
+        error: str | None = None,
+        owner: str | None = None,
+    ) -> bool:
+        """Record a job's end; with `owner`, only while that owner still holds it (returns whether
+        the row was written)."""
+        sql = (
+            "UPDATE jobs SET state = ?, report_json = ?, error = ?, owner = NULL, lease_until = NULL,"
+            " updated = ? WHERE id = ?"
+        )
+        args: tuple[object, ...] = (
+            state, json.dumps(report) if report is not None else None, error, _now(), job_id
+        )
+        if owner is not None:
+            sql += " AND owner = ? AND state = 'running'"
+            args = (*args, owner)
         with self.store.transaction() as c:
-            c.execute(
-                "UPDATE jobs SET state = ?, report_json = ?, error = ?, updated = ? WHERE id = ?",
-                (state, json.dumps(report) if report is not None else None, error, _now(), job_id),
-            )
+            return c.execute(sql, args).rowcount == 1
 
     def request_cancel(self, job_id: str) -> Job | None:
         """Cancel a job: a queued one at once, a running one at its next progress step."""
@@ -160,23 +295,54 @@ class JobStore:
 Runner = Callable[[Job, Callable[[dict[str, Any]], None]], dict[str, Any]]
 
 
+class _Heartbeat:
+    """Renews a job's lease every third of its length while the job runs; `lost` is set once a
+    renewal finds the job is not this owner's any more."""
+
+    def __init__(self, jobs: JobStore, job_id: str, owner: str) -> None:
+        self.jobs, self.job_id, self.owner = jobs, job_id, owner
+        self.lost = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"knowtree-lease-{job_id}", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(5.0)
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.jobs.lease_seconds / 3):
+            try:
+                if not self.jobs.renew(self.job_id, self.owner):
+                    log.warning("job %s: lease lost to another worker; this worker stops it", self.job_id)
+                    self.lost.set()
+                    return
+            except Exception as exc:  # a busy database: try again at the next beat
+                log.warning("job %s: lease renewal failed: %s", self.job_id, exc)
+
+
 class JobWorker:
-    """One background thread running queued jobs one at a time with `runner(job, report_progress)`."""
+    """One background thread running claimed jobs one at a time with `runner(job, report_progress)`."""
 
     def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5) -> None:
         self.jobs = jobs
         self.runner = runner
         self.poll_seconds = poll_seconds
+        self.owner = new_owner()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> int:
-        """Start the worker; returns how many jobs of a dead server were queued again."""
-        resumed = self.jobs.requeue_orphans()
+        """Start the worker; returns how many running jobs of a dead worker it may take over now
+        (a job whose owner is alive is left to it)."""
+        waiting = self.jobs.takeovers()
         self._thread = threading.Thread(target=self._loop, name="knowtree-jobs", daemon=True)
         self._thread.start()
-        return resumed
+        return waiting
 
     def wake(self) -> None:
         self._wake.set()
@@ -189,7 +355,11 @@ class JobWorker:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            job = self.jobs.claim_next()
+            try:
+                job = self.jobs.claim_next(self.owner)
+            except Exception as exc:  # a busy database: try again at the next poll
+                log.warning("claiming a job failed: %s", exc)
+                job = None
             if job is None:
                 self._wake.wait(self.poll_seconds)
                 self._wake.clear()
@@ -197,9 +367,16 @@ class JobWorker:
             self.run_one(job)
 
     def run_one(self, job: Job) -> None:
+        with _Heartbeat(self.jobs, job.id, self.owner) as beat:
+            self._run(job, beat)
+
+    def _run(self, job: Job, beat: _Heartbeat) -> None:
         last = [0.0]
+        owner = self.owner
 
         def report_progress(progress: dict[str, Any]) -> None:
+            if beat.lost.is_set():
+                raise JobLost(job.id)
             now = time.monotonic()
             final = progress.get("done") == progress.get("total")
             if now - last[0] < 0.2 and not final:  # throttle writes; the cancel flag is still read
@@ -208,21 +385,29 @@ class JobWorker:
                 )[0][0])
             else:
                 last[0] = now
-                cancelled = self.jobs.set_progress(job.id, progress)
+                cancelled = self.jobs.set_progress(job.id, progress, owner)
             if cancelled or self._stop.is_set():
                 raise JobCancelled(job.id)
 
         try:
             report = self.runner(job, report_progress)
+        except JobLost:
+            log.warning("job %s was taken over by another worker: this worker's run is dropped", job.id)
+            return
         except JobCancelled:
             if self._stop.is_set() and not self._cancel_requested(job.id):
-                return  # server shutting down: the job stays `running` and resumes on the next start
-            self.jobs.finish(job.id, "cancelled", error="cancelled on request")
+                self.jobs.release(job.id, owner)  # shutting down: the next worker runs it again
+                return
+            self._finish(job.id, "cancelled", error="cancelled on request")
         except Exception as exc:  # a job's failure is recorded on the job, never crashes the worker
             log.info("job %s failed: %s", job.id, exc)
-            self.jobs.finish(job.id, "failed", error=_describe(exc))
+            self._finish(job.id, "failed", error=_describe(exc))
         else:
-            self.jobs.finish(job.id, "done", report=report)
+            self._finish(job.id, "done", report=report)
+
+    def _finish(self, job_id: str, state: str, **result: Any) -> None:
+        if not self.jobs.finish(job_id, state, owner=self.owner, **result):
+            log.warning("job %s: no longer this worker's (lease lost); its result (%s) is not written", job_id, state)
 
     def _cancel_requested(self, job_id: str) -> bool:
         job = self.jobs.get(job_id)

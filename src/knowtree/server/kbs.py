@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.answer.kb import PASSAGES
 from knowtree.errors import NotFoundError
-from knowtree.ingest.kb_inputs import load_attributes, load_raw_issues, load_rules
+from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.models_kb import KBAddRequest, KBBuildRequest, KBSummary
 from knowtree.server.problems import Problem
@@ -27,6 +27,7 @@ from knowtree.store import kb as kbstore
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
+    from knowtree.ingest.roots import ReadRoots
     from knowtree.kb import KB
 
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -40,11 +41,13 @@ class Core(Protocol):
     kt: KnowTree
     jobs: JobStore
 
-    def write_lock(self, stored: str) -> threading.Lock: ...
+    def write_lock(self, stored: str, space: str = "tree") -> threading.Lock: ...
 
     def allowed_path(self, p: Principal, raw: str) -> str: ...
 
     def writable(self, p: Principal) -> None: ...
+
+    def job_roots(self, job: Job) -> ReadRoots: ...
 
 
 class KBService:
@@ -110,7 +113,7 @@ class KBService:
     def delete(self, p: Principal, name: str) -> None:
         self.core.writable(p)
         stored = self.require(p, name)
-        with self.core.write_lock(f"kb:{stored}"):
+        with self.core.write_lock(stored, "kb"):
             self.kb(stored).delete()
 
     def set_rules(self, p: Principal, name: str, rules_file: str, *, uploaded: bool = False) -> dict[str, Any]:
@@ -120,7 +123,7 @@ class KBService:
         stored = self.require(p, name)
         path = rules_file if uploaded else self.core.allowed_path(p, rules_file)
         rules = load_rules(path)
-        with self.core.write_lock(f"kb:{stored}"):
+        with self.core.write_lock(stored, "kb"):
             stale = self.kb(stored).set_rules(rules)
         return {"kb": name, "rules": len(rules), "stale": stale}
 
@@ -160,27 +163,37 @@ class KBService:
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner for `kb-build` / `kb-add` jobs. A build re-run after the server died
-        replaces what the dead run left (its finished model calls come from the cache)."""
+        replaces what the dead run left (its finished model calls come from the cache). Every input
+        file is read here, each checked against what the job may read (`Service.job_roots`), the
+        files of a documents folder too."""
         params = job.params
+        within = self.core.job_roots(job)
+
+        def checked(path: str) -> str:
+            within.check(path)
+            return path
 
         def progress(stage: str, done: int, total: int) -> None:
             report({"stage": stage, "done": done, "total": total})
 
-        with self.core.write_lock(f"kb:{job.tree}"):
+        with self.core.write_lock(job.tree, "kb"):
             if job.kind == "kb-build":
                 options: dict[str, Any] = {"context": params.get("context") or "path"}
                 if params.get("threshold") is not None:
                     options["threshold"] = params["threshold"]
                 result = self.core.kt.kb(job.tree, embedder=params.get("embedder")).build(
-                    issues=params["issues"], docs=params["docs"], attributes=params["attributes"],
-                    rules=params["rules"], solutions=params.get("solutions") or "lazy",
+                    issues=load_raw_issues(checked(params["issues"])), docs=load_kb_docs(params["docs"], within),
+                    attributes=load_attributes(checked(params["attributes"])),
+                    rules=load_rules(checked(params["rules"])), solutions=params.get("solutions") or "lazy",
                     replace=bool(params.get("replace")) or job.attempts > 1, progress=progress, **options,
                 )
             else:
                 if not self.exists(job.tree):  # deleted since: said without the store's list of every KB
                     raise NotFoundError(f"no knowledge base named {_shown(job)!r}: it was deleted")
                 result = self.kb(job.tree).add(
-                    issues=params.get("issues") or None, docs=params.get("docs") or None, progress=progress
+                    issues=load_raw_issues(checked(params["issues"])) if params.get("issues") else None,
+                    docs=load_kb_docs(params["docs"], within) if params.get("docs") else None,
+                    progress=progress,
                 )
         if params.get("uploads"):  # done: what the KB needs of the files is in the database now (a
             shutil.rmtree(params["uploads"], ignore_errors=True)  # failed or stopped run keeps them)

@@ -129,12 +129,21 @@ class MessageIn(Strict):
     content: str = Field(..., max_length=200_000)
     name: str | None = Field(None, max_length=200)
     timestamp: str | None = Field(None, max_length=64)
+    id: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="your id for the message: a message whose id the memory holds already is skipped",
+    )
 
 
 class AddMessages(Strict):
     messages: list[MessageIn] = Field(..., min_length=1, max_length=5000)
     batch_size: int | None = Field(None, ge=1, le=100)
     background: bool = Field(False, description="run as a background job (returns the job)")
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=255,
+        description="the same key again means the same request again (as the Idempotency-Key header):"
+        " its messages already stored are skipped, and a background add returns the job queued with it",
+    )
 
 
 class CreateMemory(AddMessages):
@@ -162,6 +171,7 @@ class Message(BaseModel):
     timestamp: str | None = None
     session: str | None = None
     node_id: str | None = None
+    id: str | None = Field(None, description="the message's id as the client gave it")
 
 
 class MessageDeleted(BaseModel):

@@ -19,8 +19,10 @@ from typing import Any
 from knowtree.adapters.evidence import Evidence
 from knowtree.adapters.evidence import retrieve as retrieve_evidence
 from knowtree.core import KnowTree
-from knowtree.errors import NotFoundError
+from knowtree.errors import InputError, NotFoundError
+from knowtree.ingest.roots import ReadRoots
 from knowtree.server.config import ServerConfig
+from knowtree.server.idempotency import keyed
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.kbs import KINDS as KB_JOBS
 from knowtree.server.kbs import KBService
@@ -33,7 +35,8 @@ from knowtree.server.models import (
     TreeSummary,
 )
 from knowtree.server.problems import Problem
-from knowtree.server.tenancy import Principal
+from knowtree.server.tenancy import LOCAL, Principal
+from knowtree.store.runs import run_label
 from knowtree.tree import Tree
 from knowtree.types import Answer, NavStep, Node, TreeInfo
 
@@ -48,17 +51,18 @@ class Service:
     def __init__(self, kt: KnowTree, config: ServerConfig) -> None:
         self.kt = kt
         self.config = config
-        self.jobs = JobStore(kt.store)
+        self.jobs = JobStore(kt.store, lease_seconds=config.job_lease_seconds)
         self.worker: Any = None  # the JobWorker, when this process runs jobs
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._views: dict[str, tuple[tuple[Any, ...], Tree]] = {}
         self.kbs = KBService(self)
 
-    def write_lock(self, stored: str) -> threading.Lock:
-        """One writer per tree at a time (a memory's adds, a build): concurrent adds would race."""
+    def write_lock(self, stored: str, space: str = "tree") -> threading.Lock:
+        """One writer per tree (or knowledge base, `space="kb"`) at a time (a memory's adds, a
+        build): concurrent adds would race."""
         with self._locks_guard:
-            return self._locks.setdefault(stored, threading.Lock())
+            return self._locks.setdefault((space, stored), threading.Lock())
 
     def wake_worker(self) -> None:
         if self.worker is not None:
@@ -249,14 +253,16 @@ class Service:
         return retrieve_evidence(self.kt, self.view(p, name), question, budget_tokens, use_model=use_model)
 
     # -- memories ------------------------------------------------------------------------------
-    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None) -> Any:
+    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None,
+                     idem_key: str | None = None) -> Any:
+        """Add now; messages stored already under their add key are skipped (`server.idempotency`)."""
         self.writable(p)
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
         with self.write_lock(stored):
             try:
-                return self.kt.memory(stored).add(messages, batch_size=batch_size)
+                return self.kt.memory(stored).add(keyed(messages, idem_key), batch_size=batch_size)
             finally:
                 self.forget(stored)
 
@@ -284,22 +290,34 @@ class Service:
 
     # -- builds --------------------------------------------------------------------------------
     def allowed_path(self, p: Principal, raw: str) -> str:
-        """A server-side path the configuration allows this caller (under one of its tenant's roots,
-        `ServerConfig.roots_for`)."""
-        roots = self.config.roots_for(None if p.admin else p.tenant)
-        if not roots:
+        """A server-side path the configuration allows this caller (under one of its tenant's roots
+        once resolved, `ServerConfig.read_roots`); the build job checks every file it reads again."""
+        roots = self.config.read_roots(None if p.admin else p.tenant)
+        if not roots.roots:
             raise Problem(403, "building from server-side paths is disabled (start with --allow-root DIR)")
         if any(ch in raw for ch in "*?["):
             raise Problem(400, f"{raw!r}: name files or directories, not glob patterns")
         if "\x00" in raw:  # no file has one; resolving it raises ValueError (a 500)
             raise Problem(400, f"{raw!r}: a path cannot hold a NUL character")
-        path = Path(raw).expanduser().resolve()
-        for root in roots:
-            if path == root or root in path.parents:
-                if not path.exists():
-                    raise Problem(404, f"no such file or directory: {raw!r}")
-                return str(path)
-        raise Problem(403, f"{raw!r} is outside the allowed roots")
+        try:
+            path = roots.resolve(raw)
+        except (OSError, RuntimeError) as exc:  # a symbolic link loop, an unknown ~user
+            raise Problem(400, f"{raw!r}: cannot resolve this path ({exc})") from None
+        if path is None:
+            raise Problem(403, f"{raw!r} is outside the allowed roots")
+        if not path.exists():
+            raise Problem(404, f"no such file or directory: {raw!r}")
+        try:
+            roots.check(path)
+        except InputError as exc:
+            raise Problem(403, f"{raw!r} {exc.reason}") from None
+        return str(path)
+
+    def job_roots(self, job: Job) -> ReadRoots:
+        """What a job may read: its uploaded files, or its tenant's roots (`ServerConfig.read_roots`)."""
+        if job.params.get("uploads"):
+            return ReadRoots.of([job.params["uploads"]])
+        return self.config.read_roots(None if job.tenant == LOCAL else job.tenant)
 
     def submit_build(self, p: Principal, name: str, paths: list[str], *, add: bool = False,
                      meta: dict[str, str] | None = None, uploads: Path | None = None) -> Job:
@@ -319,15 +337,16 @@ class Service:
         stored = self.require(p, name)
         return self.jobs.create(p.tenant, "enrich", stored, options)
 
-    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None) -> Job:
+    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None,
+                   idem_key: str | None = None) -> Job:
+        """Queue an add; the same `idem_key` again returns the job queued with it."""
         self.writable(p)
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind != "conversation":
             raise Problem(409, f"{name!r} is a document tree, not a conversation memory")
-        from knowtree.ingest.chat import parse_messages
-
-        parse_messages(messages)  # a bad record fails now, not in the background
-        return self.jobs.create(p.tenant, "add", stored, {"messages": messages, "batch_size": batch_size})
+        keyed(messages)  # a bad record fails now, not in the background
+        params = {"messages": messages, "batch_size": batch_size, "idem_key": idem_key}
+        return self.jobs.create(p.tenant, "add", stored, params, idem_key=idem_key)
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner: a build, a memory add or a knowledge base's build or add through the
@@ -367,8 +386,8 @@ class Service:
             )
             return {**_plain(r), "tree": _shown_for(job)}
         if job.kind == "add":
-            r = self.kt.memory(job.tree).add(
-                job.params["messages"],
+            r = self.kt.memory(job.tree).add(  # keyed: a job run again skips the batches saved
+                keyed(job.params["messages"], job.params.get("idem_key"), job.id),
                 batch_size=job.params.get("batch_size"),
                 progress=lambda done, total: report({"stage": "messages", "done": done, "total": total}),
             )
@@ -381,6 +400,7 @@ class Service:
             progress=lambda stage, done, total: report({"stage": stage, "done": done, "total": total}),
             # uploads are named by their file names, not by where the server keeps them
             rename=(lambda path: Path(path).name) if uploads else None,
+            within=self.job_roots(job),
         )
         if uploads:  # the documents' text is in the database now
             shutil.rmtree(uploads, ignore_errors=True)
@@ -407,24 +427,15 @@ class Service:
 
     # -- ledger --------------------------------------------------------------------------------
     def ledger(self, p: Principal, tree: str | None, limit: int) -> list[dict[str, Any]]:
-        if tree is not None:
-            stored = self.stored_name(p, tree)
-            runs = self.kt.store.runs(stored, limit) if p.shown(stored) is not None else []
-        elif p.admin:
-            runs = self.kt.store.runs(None, limit)
-        else:
-            prefix = p.stored("")
-            names = {r[0] for r in self.kt.store.query("SELECT DISTINCT tree FROM runs WHERE tree LIKE ? ESCAPE '\\'",
-                                                       (_like_prefix(prefix),))}
-            runs = sorted((r for n in names for r in self.kt.store.runs(n, limit)),
-                          key=lambda r: str(r["started"]), reverse=True)[:limit]
+        """The caller's runs: a tenant's are selected by the runs' owner column (never by a label's
+        prefix) and shown under the names the tenant knows (`kb:NAME` for a knowledge base's)."""
+        label = self.stored_name(p, tree) if tree is not None else None
+        if p.admin:
+            return self.kt.store.runs(label, limit)
+        runs = self.kt.store.runs(label, limit, owner=p.tenant)
         for r in runs:
-            r["tree"] = p.shown(str(r["tree"])) if r.get("tree") else None
+            r["tree"] = run_label(str(r["space"]), p.shown(str(r["subject"])))
         return runs
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _shown_for(job: Job) -> str:

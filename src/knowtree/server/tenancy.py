@@ -3,14 +3,15 @@
 Keys are random (`kt_` + 32 url-safe bytes) and stored only as their SHA-256: a key is shown once,
 when it is created. Every tree of a tenant is stored as `TENANT:NAME`, so trees of different tenants
 never share a name and a tenant can only ever address its own (nothing of another tenant can be
-listed, read or guessed through a route). The local owner — a server on loopback with no key in the
-database — is the `local` principal: it sees every tree under its stored name, like the CLI does.
+listed, read or guessed through a route). Whether a stored name is a tenant's is decided by parsing
+all of it (`knowtree.store.names`), never by a prefix: a tenant may be named like an internal label
+(`kb`, `tree`) without seeing anything of it. The local owner — a server on loopback with no key in
+the database — is the `local` principal: it sees every tree under its stored name, like the CLI does.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -18,9 +19,8 @@ from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError, UserError
 from knowtree.store import SQLiteStore
+from knowtree.store.names import SEPARATOR, TENANT_RE, name_for
 
-TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-SEPARATOR = ":"
 LOCAL = "local"
 
 
@@ -43,10 +43,7 @@ class Principal:
 
     def shown(self, stored: str) -> str | None:
         """The name this caller knows a stored tree by, or None when it is not theirs."""
-        if self.admin:
-            return stored
-        prefix = f"{self.tenant}{SEPARATOR}"
-        return stored[len(prefix) :] if stored.startswith(prefix) else None
+        return stored if self.admin else name_for(stored, self.tenant)
 
 
 LOCAL_PRINCIPAL = Principal(tenant=LOCAL, admin=True)
@@ -74,7 +71,7 @@ class KeyStore:
 
     def create(self, tenant: str, *, label: str = "", read_only: bool = False) -> tuple[str, KeyInfo]:
         """A new key for `tenant` (created on first use). Returns the key — shown only now — and its info."""
-        if not TENANT_RE.match(tenant) or tenant == LOCAL:
+        if not TENANT_RE.fullmatch(tenant) or tenant == LOCAL:
             raise UserError(
                 f"tenant {tenant!r}: use 1-32 lowercase letters, digits, '-' or '_' (and not {LOCAL!r})"
             )

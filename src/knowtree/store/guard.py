@@ -6,6 +6,14 @@ and a damaged file are refused with one line naming the file. Only a missing fil
 with no tables, or a knowtree database (marked with `APPLICATION_ID`, or an older knowtree database
 recognised by its tables) is opened. `full_check` is the thorough version (`PRAGMA integrity_check`
 plus the full-text index's own check) behind `knowtree check`.
+
+How much of the file `preflight` reads is its `check` level (`CHECKS`): "quick" runs
+`PRAGMA quick_check` over every page (0.1 s per ~30 MB of trees, measured), "fast" only what a file
+of any size allows in milliseconds (the header against the file's size, the schema, the page and
+freelist counts, and `quick_check` of the small tables a server writes first: trees, jobs, keys),
+"full" is `full_check`. "auto", a library's or the CLI's default, is quick up to
+`QUICK_CHECK_MAX_BYTES` and fast above; `knowtree serve` checks "quick" whatever the size
+(`--check`), so a server never writes into a database that fails SQLite's check.
 """
 
 from __future__ import annotations
@@ -15,14 +23,20 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from knowtree.errors import StoreError
 
 #: `PRAGMA application_id` of every knowtree database: the bytes "KnTr".
 APPLICATION_ID = 0x4B6E5472
 #: files up to this size get `PRAGMA quick_check` on every open (about 0.1 s per 30 MB here, measured);
-#: larger ones only the header checks (run `knowtree check` for the full one)
+#: larger ones the fast check ("auto"; `knowtree serve` checks them whole, `knowtree check` thoroughly)
 QUICK_CHECK_MAX_BYTES = 128 * 1024 * 1024
+Check = Literal["auto", "fast", "quick", "full"]
+CHECKS: tuple[Check, ...] = ("auto", "fast", "quick", "full")
+_RANK = {"fast": 1, "quick": 2, "full": 3}
+#: the small tables the fast check reads whole (what a server reads and writes first)
+_CORE_TABLES = ("trees", "jobs", "tenants", "api_keys")
 _MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = frozenset({"trees", "nodes", "llm_cache", "runs"})
 _DAMAGE_WORDS = ("malformed", "corrupt", "not a database", "disk image")  # in SQLite's messages about damage
@@ -97,9 +111,28 @@ class ForeignDatabaseError(StoreError):
     """The file is not a knowtree database (not SQLite, empty, or another program's): left untouched."""
 
 
-def preflight(path: str) -> bool:
+#: files this process found sound, by (device, inode, size, mtime, its WAL's size and mtime), with
+#: the best check they passed: opening the file again after a server's own check does not repeat it
+_PASSED: dict[tuple[object, ...], int] = {}
+
+
+def _state(path: str) -> tuple[object, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    try:
+        wal = os.stat(f"{path}-wal")
+        wal_state: tuple[int, int] = (wal.st_size, wal.st_mtime_ns)
+    except OSError:
+        wal_state = (-1, -1)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *wal_state)
+
+
+def preflight(path: str, check: Check = "auto") -> bool:
     """Check the file at `path` before opening it; returns True when it is new (absent or no tables).
 
+    `check`: how much of the file to read (see the module's text; "full" adds `full_check`).
     Raises `ForeignDatabaseError` or `DamagedDatabaseError` with a one-line message; never writes.
     """
     if path == ":memory:" or path.startswith("file:"):
@@ -140,8 +173,12 @@ def preflight(path: str) -> bool:
             f"{path}: damaged database (truncated: {truncated}); nothing was written to it: "
             f"check it with knowtree.store.guard.full_check({path!r})"
         )
+    level = check if check != "auto" else ("quick" if size <= QUICK_CHECK_MAX_BYTES else "fast")
+    state = _state(path)
+    if state is not None and _PASSED.get(state, 0) >= _RANK[level]:
+        return False  # this process checked this very file state already (a server's own check)
     try:
-        info = _inspect(path, quick=size <= QUICK_CHECK_MAX_BYTES)
+        info = _inspect(path, level=level, size=size)
     except (sqlite3.DatabaseError, UnicodeDecodeError) as raised:
         exc = as_sqlite_error(raised) or raised
         raise DamagedDatabaseError(
@@ -164,6 +201,14 @@ def preflight(path: str) -> bool:
             f"{path}: damaged database ({info.problems[0]}); nothing was written to it: "
             f"check it with knowtree.store.guard.full_check({path!r})"
         )
+    if level == "full" and info.tables:
+        report = full_check(path)
+        if not report.ok:
+            raise DamagedDatabaseError(
+                f"{path}: damaged database ({report.problems[0]}); nothing was written to it"
+            )
+    if state is not None and info.tables and _state(path) == state:
+        _PASSED[state] = max(_PASSED.get(state, 0), _RANK[level])
     return not info.tables
 
 
@@ -190,18 +235,38 @@ def _read_only(path: str) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
 
 
-def _inspect(path: str, *, quick: bool) -> _Info:
+def _inspect(path: str, *, level: str, size: int) -> _Info:
     conn = _read_only(path)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         problems: list[str] = []
-        if quick and app_id in (0, APPLICATION_ID) and (app_id or set(tables) >= _OUR_TABLES):
-            rows = [r[0] for r in conn.execute("PRAGMA quick_check(3)")]
-            problems = [_one_line(r) for r in rows if r != "ok"]
+        if app_id in (0, APPLICATION_ID) and (app_id or set(tables) >= _OUR_TABLES):
+            if level == "fast":
+                problems = _fast_problems(conn, tables, size, path)
+            else:
+                rows = [r[0] for r in conn.execute("PRAGMA quick_check(3)")]
+                problems = [_one_line(r) for r in rows if r != "ok"]
         return _Info(app_id, tables, problems)
     finally:
         conn.close()
+
+
+def _fast_problems(conn: sqlite3.Connection, tables: list[str], size: int, path: str) -> list[str]:
+    """What a file of any size allows in milliseconds: the page and freelist counts against the
+    file's size, and `quick_check` of the small core tables (their b-trees, page by page)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    problems = []
+    if pages * page_size > size and not os.path.exists(f"{path}-wal"):
+        problems.append(f"{pages:,} pages of {page_size:,} bytes in a file of {size:,} bytes")
+    if not 0 <= free < max(pages, 1):
+        problems.append(f"freelist of {free:,} pages in a database of {pages:,}")
+    for table in (t for t in _CORE_TABLES if t in tables):
+        rows = [r[0] for r in conn.execute(f"PRAGMA quick_check('{table}')")]
+        problems += [f"{table}: {_one_line(r)}" for r in rows if r != "ok"]
+    return problems
 
 
 def mark(conn: sqlite3.Connection) -> None:

@@ -21,8 +21,10 @@ from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
+from knowtree.store.names import owner_of
 from knowtree.store.protocol import SaveHook, TreeHook, save_hook
 from knowtree.store.rows import MESSAGE_KEYS, fts_body, touched
+from knowtree.store.runs import run_label
 from knowtree.types import Document, Node, NodeKind, NodeMeta, TreeInfo, Usage
 
 _TERM = re.compile(r"[^\W_]+")
@@ -43,6 +45,7 @@ class _Tree:
     nodes: dict[str, Node] = field(default_factory=dict)
     documents: list[Document] = field(default_factory=list)
     messages: dict[int, dict[str, object]] = field(default_factory=dict)
+    add_keys: dict[str, int] = field(default_factory=dict)  # a message's add key -> its position
 
 
 class InMemoryStore:
@@ -198,8 +201,14 @@ class InMemoryStore:
         t.nodes.update((n.id, n.model_copy(deep=True)) for n in nodes)
         for m in messages:
             t.messages[int(m["position"])] = {k: m.get(k) for k in MESSAGE_KEYS}  # type: ignore[call-overload]
+            if m.get("add_key") is not None:
+                t.add_keys[str(m["add_key"])] = int(m["position"])  # type: ignore[call-overload]
         for p in forgotten:
             t.messages.pop(p, None)
+
+    def stored_add_keys(self, name: str, keys: Collection[str]) -> set[str]:
+        t = self._trees.get(name)
+        return {k for k in keys if t is not None and t.add_keys.get(k) in t.messages}
 
     def load_messages(self, name: str, start: int = 0, end: int | None = None) -> list[dict[str, object]]:
         t = self._trees.get(name)
@@ -233,17 +242,20 @@ class InMemoryStore:
         self._calls.append((run_id, cached, usage))
 
     # -- runs ------------------------------------------------------------------------------------
-    def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
+    def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
         run_id = uuid.uuid4().hex[:12]
         self._runs.append(
             {
                 "id": run_id,
                 "kind": kind,
-                "tree": tree,
+                "tree": run_label(space, tree),
                 "detail": detail,
                 "status": "running",
                 "started": _now(),
                 "finished": None,
+                "space": space,
+                "subject": tree,
+                "owner": owner_of(tree),
             }
         )
         return run_id
@@ -264,7 +276,12 @@ class InMemoryStore:
             seconds=sum(u.seconds for _, u in mine),
         )
 
-    def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]:
-        picked = [r for r in self._runs if not tree or r["tree"] == tree]
+    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+        picked = [
+            r for r in self._runs if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
+        ]
         latest = sorted(enumerate(picked), key=lambda ir: (str(ir[1]["started"]), ir[0]), reverse=True)
-        return [{**r, "usage": self.run_usage(str(r["id"])).model_dump()} for _, r in latest[:limit]]
+        return [
+            {**{k: v for k, v in r.items() if k != "owner"}, "usage": self.run_usage(str(r["id"])).model_dump()}
+            for _, r in latest[:limit]
+        ]

@@ -315,6 +315,40 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO tree_index_fts(tree_index_fts) VALUES ('rebuild');
     """,
+    # branch tenancy: what a run is about, apart from its label (`tree`, e.g. 'kb:acme:hp'): `space`
+    # ('tree' or 'kb'), `subject` (the stored name of that tree or knowledge base) and `owner` (the
+    # tenant of a `TENANT:NAME` subject, as store/names.py reads it), so a tenant's ledger selects
+    # `owner = ?` and no label can pass for a tenant's name (a tenant named 'kb' matched the labels
+    # 'kb:TENANT:NAME' of every tenant's knowledge-base runs by prefix). Existing rows: runs of a
+    # 'kb-' kind labelled 'kb:NAME' are knowledge-base runs of NAME; every other run is about its label.
+    """
+    ALTER TABLE runs ADD COLUMN space TEXT NOT NULL DEFAULT 'tree';
+    ALTER TABLE runs ADD COLUMN subject TEXT;
+    ALTER TABLE runs ADD COLUMN owner TEXT;
+    UPDATE runs SET space = 'kb' WHERE substr(kind, 1, 3) = 'kb-' AND substr(tree, 1, 3) = 'kb:';
+    UPDATE runs SET subject = CASE WHEN space = 'kb' THEN substr(tree, 4) ELSE tree END;
+    UPDATE runs SET owner = CASE
+        WHEN instr(subject, ':') BETWEEN 2 AND 33
+         AND length(subject) > instr(subject, ':')
+         AND instr(substr(subject, instr(subject, ':') + 1), ':') = 0
+         AND substr(subject, 1, 1) GLOB '[a-z0-9]'
+         AND NOT substr(subject, 1, instr(subject, ':') - 1) GLOB '*[^a-z0-9_-]*'
+        THEN substr(subject, 1, instr(subject, ':') - 1) END;
+    CREATE INDEX runs_owner ON runs(owner, started);
+    """,
+    # branch jobs: a running job belongs to one live worker (owner, lease renewed by its heartbeat;
+    # another process takes it over only once the lease expired); a request's idempotency key on its
+    # job; each message added through the server keeps its add key (the client's message id, the
+    # request's idempotency key and index, or its job and index), so a retried or resumed add
+    # skips what is stored already
+    """
+    ALTER TABLE jobs ADD COLUMN owner TEXT;
+    ALTER TABLE jobs ADD COLUMN lease_until REAL;
+    ALTER TABLE jobs ADD COLUMN idem_key TEXT;
+    CREATE INDEX jobs_idem ON jobs(tenant, idem_key) WHERE idem_key IS NOT NULL;
+    ALTER TABLE messages ADD COLUMN add_key TEXT;
+    CREATE UNIQUE INDEX messages_add_key ON messages(tree, add_key) WHERE add_key IS NOT NULL;
+    """,
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

@@ -147,7 +147,8 @@ def update_node_meta(c: sqlite3.Connection, name: str, node: Node, meta: NodeMet
 
 
 def message_row(name: str, m: Mapping[str, object]) -> tuple[object, ...]:
-    """A `messages` row (tree first, then MESSAGE_KEYS) from a message dict; optional keys may be absent."""
+    """A `messages` row (tree first, then MESSAGE_KEYS, then the add key) from a message dict;
+    optional keys may be absent."""
     return (
         name,
         m["position"],
@@ -160,4 +161,5 @@ def message_row(name: str, m: Mapping[str, object]) -> tuple[object, ...]:
         m.get("source_id"),
         m.get("attachment"),
         m["node_id"],
+        m.get("add_key"),
     )

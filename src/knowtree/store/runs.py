@@ -3,6 +3,11 @@
 A run is recorded with the pid and host of the process doing it. A process killed with SIGKILL never
 marks its run finished: the next run started in the database (and every `knowtree ledger`) finds
 that its process is gone and calls the run 'interrupted' instead of leaving it 'running' forever.
+
+A run is about a subject in a space: a tree (or memory) by its stored name, or a knowledge base
+(`space="kb"`). Its label, shown by `knowtree ledger`, is the subject for a tree and `kb:NAME` for a
+knowledge base; the subject and its owner (store/names.py) are columns of their own, and the server's
+ledger selects by owner, never by a label's prefix.
 """
 
 from __future__ import annotations
@@ -12,6 +17,18 @@ import socket
 import sqlite3
 
 from knowtree.errors import StoreError
+
+SPACES = ("tree", "kb")
+
+
+def run_label(space: str, subject: str | None) -> str | None:
+    """What `knowtree ledger` shows a run as (its `tree` field): `NAME` for a tree, `kb:NAME` for a
+    knowledge base."""
+    if space not in SPACES:
+        raise ValueError(f"a run is about one of {', '.join(SPACES)}, not {space!r}")
+    if subject is None or space == "tree":
+        return subject
+    return f"{space}:{subject}"
 
 
 def this_process() -> tuple[int, str]:

@@ -16,6 +16,7 @@ from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
 from knowtree.store.guard import as_sqlite_error, hold, mark, preflight, release
 from knowtree.store.migrations import migrate
+from knowtree.store.names import owner_of
 from knowtree.store.protocol import SaveHook, save_hook
 from knowtree.store.rows import (
     MESSAGE_KEYS,
@@ -26,7 +27,7 @@ from knowtree.store.rows import (
     message_row,
     update_node_meta,
 )
-from knowtree.store.runs import busy_error, mark_interrupted, process_alive, this_process
+from knowtree.store.runs import busy_error, mark_interrupted, process_alive, run_label, this_process
 from knowtree.types import Document, Node, NodeMeta, TreeInfo, Usage
 
 T = TypeVar("T")
@@ -291,7 +292,7 @@ class SQLiteStore:
                 insert_nodes(c, name, nodes, parents, positions)
                 c.executemany(
                     "INSERT INTO messages(tree, position, role, name, content, timestamp, time, session,"
-                    " source_id, attachment, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " source_id, attachment, node_id, add_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
                 c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
@@ -308,6 +309,18 @@ class SQLiteStore:
             (name, start, end if end is not None else 2**62),
         )
         return [dict(zip(MESSAGE_KEYS, r, strict=True)) for r in rows]
+
+    def stored_add_keys(self, name: str, keys: Collection[str]) -> set[str]:
+        """Which of `keys` (messages' add keys) the memory `name` holds already."""
+        found: set[str] = set()
+        wanted = list(dict.fromkeys(keys))
+        for i in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
+            part = wanted[i : i + 500]
+            found.update(r[0] for r in self._query(
+                f"SELECT add_key FROM messages WHERE tree = ? AND add_key IN ({', '.join('?' * len(part))})",
+                (name, *part),
+            ))
+        return found
 
     def tree_settings(self, name: str) -> dict[str, object]:
         rows = self._query("SELECT settings_json FROM trees WHERE name = ?", (name,))
@@ -367,17 +380,19 @@ class SQLiteStore:
                 ),
             )
 
-    def start_run(self, kind: str, tree: str | None, detail: str = "") -> str:
-        """Record a run as 'running' with this process's pid and host; runs whose process is gone
-        (killed) are marked 'interrupted' on the way."""
+    def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
+        """Record a run about `tree` (a knowledge base's name with `space="kb"`) as 'running' with
+        this process's pid and host; runs whose process is gone (killed) are marked 'interrupted' on
+        the way. Its owner (store/names.py) is kept apart from its label."""
         run_id = uuid.uuid4().hex[:12]
         pid, host = this_process()
+        label = run_label(space, tree)
         with self._tx() as c:
             mark_interrupted(c, _now())
             c.execute(
-                "INSERT INTO runs(id, kind, tree, detail, status, started, pid, host)"
-                " VALUES (?, ?, ?, ?, 'running', ?, ?, ?)",
-                (run_id, kind, tree, detail, _now(), pid, host),
+                "INSERT INTO runs(id, kind, tree, detail, status, started, pid, host, space, subject, owner)"
+                " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (run_id, kind, label, detail, _now(), pid, host, space, tree, owner_of(tree)),
             )
         return run_id
 
@@ -400,20 +415,26 @@ class SQLiteStore:
             seconds=row[5] or 0.0,
         )
 
-    def runs(self, tree: str | None = None, limit: int = 20) -> list[dict[str, object]]:
-        """The latest runs; a 'running' run whose process is gone shows as 'interrupted'."""
-        sql = "SELECT id, kind, tree, detail, status, started, finished, pid, host FROM runs"
-        args: tuple = ()
+    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+        """The latest runs (of the label `tree`; of the subjects `owner` owns, exactly); a 'running'
+        run whose process is gone shows as 'interrupted'."""
+        sql = "SELECT id, kind, tree, detail, status, started, finished, space, subject, pid, host FROM runs"
+        where, args = [], []
         if tree:
-            sql += " WHERE tree = ?"
-            args = (tree,)
+            where.append("tree = ?")
+            args.append(tree)
+        if owner is not None:
+            where.append("owner = ?")
+            args.append(owner)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY started DESC, rowid DESC LIMIT ?"
         rows = self._query(sql, (*args, limit))
-        keys = ("id", "kind", "tree", "detail", "status", "started", "finished")
+        keys = ("id", "kind", "tree", "detail", "status", "started", "finished", "space", "subject")
         out: list[dict[str, object]] = []
         for r in rows:
-            item: dict[str, object] = dict(zip(keys, r[:7], strict=True))
-            if item["status"] == "running" and not process_alive(r[7], r[8]):
+            item: dict[str, object] = dict(zip(keys, r[:9], strict=True))
+            if item["status"] == "running" and not process_alive(r[9], r[10]):
                 item["status"] = "interrupted"
             item["usage"] = self.run_usage(str(r[0])).model_dump()
             out.append(item)

@@ -357,8 +357,12 @@ class SlowKeywordModel(KeywordModel):
 
 
 def keyword_model(spec: ModelSpec) -> KeywordModel:
-    """The `keyword` (or `test`) model string's factory (see `knowtree.llm.registry`)."""
-    return KeywordModel()
+    """The `keyword` (or `test`) model string's factory (see `knowtree.llm.registry`). Priced as the
+    settings say, as a remote model is (so cost caps can be tried without one)."""
+    model = KeywordModel()
+    model.input_cost_per_mtok = spec.settings.input_cost_per_mtok
+    model.output_cost_per_mtok = spec.settings.output_cost_per_mtok
+    return model
 
 
 def slow_model(spec: ModelSpec) -> SlowKeywordModel:

@@ -106,6 +106,7 @@ class LocalModel(Model):
     """A GGUF model run by llama-cpp-python in a model process (the default, offline model)."""
 
     max_concurrency = 1
+    free = True  # nothing is billed: a cost cap holds without prices
 
     def __init__(
         self,

@@ -55,7 +55,7 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         worker = None
         if config.jobs_worker:
-            worker = JobWorker(service.jobs, service.run_job)
+            worker = JobWorker(service.jobs, service.run_job, on_end=service.job_ended)
             resumed = worker.start()
             service.worker = worker
             if resumed:

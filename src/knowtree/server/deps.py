@@ -28,8 +28,8 @@ def job_out(svc: Service, p: Principal, job: Job) -> JobOut:
         tree=svc.shown_job_tree(p, job),
         state=job.state,  # type: ignore[arg-type]
         progress=job.progress,
-        report=job.report,
-        error=job.error,
+        report=svc.tenant_report(job, job.report),
+        error=svc.tenant_text(job, job.error) if job.error else job.error,
         cancel_requested=job.cancel_requested,
         attempts=job.attempts,
         created=job.created,

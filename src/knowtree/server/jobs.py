@@ -163,9 +163,11 @@ Runner = Callable[[Job, Callable[[dict[str, Any]], None]], dict[str, Any]]
 class JobWorker:
     """One background thread running queued jobs one at a time with `runner(job, report_progress)`."""
 
-    def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5) -> None:
+    def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5,
+                 on_end: Callable[[Job], None] | None = None) -> None:
         self.jobs = jobs
         self.runner = runner
+        self.on_end = on_end  # called once a job is done, failed or cancelled (its uploads go)
         self.poll_seconds = poll_seconds
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -223,6 +225,11 @@ class JobWorker:
             self.jobs.finish(job.id, "failed", error=_describe(exc))
         else:
             self.jobs.finish(job.id, "done", report=report)
+        if self.on_end is not None:
+            try:
+                self.on_end(job)
+            except Exception:  # cleaning up after a job never stops the worker
+                log.exception("ending job %s", job.id)
 
     def _cancel_requested(self, job_id: str) -> bool:
         job = self.jobs.get(job_id)

@@ -10,15 +10,17 @@ files under the caller's allowed roots, or uploaded files.
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.answer.kb import PASSAGES
 from knowtree.errors import NotFoundError
-from knowtree.ingest.kb_inputs import load_attributes, load_raw_issues, load_rules
+from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
+from knowtree.ingest.limits import inflate_limit
+from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.models_kb import KBAddRequest, KBBuildRequest, KBSummary
 from knowtree.server.problems import Problem
@@ -39,6 +41,7 @@ class Core(Protocol):
 
     kt: KnowTree
     jobs: JobStore
+    config: ServerConfig
 
     def write_lock(self, stored: str) -> threading.Lock: ...
 
@@ -119,7 +122,8 @@ class KBService:
         self.core.writable(p)
         stored = self.require(p, name)
         path = rules_file if uploaded else self.core.allowed_path(p, rules_file)
-        rules = load_rules(path)
+        with inflate_limit(self.core.config.inflate_cap):
+            rules = load_rules(path)
         with self.core.write_lock(f"kb:{stored}"):
             stale = self.kb(stored).set_rules(rules)
         return {"kb": name, "rules": len(rules), "stale": stale}
@@ -137,9 +141,10 @@ class KBService:
             params["docs"] = [self.core.allowed_path(p, d) for d in params["docs"]]
         else:
             params["uploads"] = str(uploads)
-        load_raw_issues(params["issues"])  # a bad file fails now (422 naming the line), not in the job
-        load_attributes(params["attributes"])
-        load_rules(params["rules"])
+        with inflate_limit(self.core.config.inflate_cap):  # a bad file fails now (422 naming the line)
+            load_raw_issues(params["issues"])
+            load_attributes(params["attributes"])
+            load_rules(params["rules"])
         return self.core.jobs.create(p.tenant, "kb-build", stored, params)
 
     def submit_add(self, p: Principal, name: str, body: KBAddRequest, *, uploads: Path | None = None) -> Job:
@@ -155,7 +160,8 @@ class KBService:
         else:
             params["uploads"] = str(uploads)
         if params["issues"]:
-            load_raw_issues(params["issues"])
+            with inflate_limit(self.core.config.inflate_cap):
+                load_raw_issues(params["issues"])
         return self.core.jobs.create(p.tenant, "kb-add", stored, params)
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -166,13 +172,16 @@ class KBService:
         def progress(stage: str, done: int, total: int) -> None:
             report({"stage": stage, "done": done, "total": total})
 
+        docs: Any = params.get("docs") or None
+        if docs and params.get("uploads"):  # uploaded documents are cited by the names they were uploaded as
+            docs = [replace(d, source=Path(d.source).name) for d in load_kb_docs(docs)]
         with self.core.write_lock(f"kb:{job.tree}"):
             if job.kind == "kb-build":
                 options: dict[str, Any] = {"context": params.get("context") or "path"}
                 if params.get("threshold") is not None:
                     options["threshold"] = params["threshold"]
                 result = self.core.kt.kb(job.tree, embedder=params.get("embedder")).build(
-                    issues=params["issues"], docs=params["docs"], attributes=params["attributes"],
+                    issues=params["issues"], docs=docs, attributes=params["attributes"],
                     rules=params["rules"], solutions=params.get("solutions") or "lazy",
                     replace=bool(params.get("replace")) or job.attempts > 1, progress=progress, **options,
                 )
@@ -180,10 +189,8 @@ class KBService:
                 if not self.exists(job.tree):  # deleted since: said without the store's list of every KB
                     raise NotFoundError(f"no knowledge base named {_shown(job)!r}: it was deleted")
                 result = self.kb(job.tree).add(
-                    issues=params.get("issues") or None, docs=params.get("docs") or None, progress=progress
+                    issues=params.get("issues") or None, docs=docs, progress=progress
                 )
-        if params.get("uploads"):  # done: what the KB needs of the files is in the database now (a
-            shutil.rmtree(params["uploads"], ignore_errors=True)  # failed or stopped run keeps them)
         data = dict(result.__dict__)
         data["usage"] = result.usage.model_dump()
         data["kb"] = _shown(job)

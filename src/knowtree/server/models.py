@@ -10,6 +10,8 @@ from knowtree.adapters.evidence import Evidence
 from knowtree.types import Answer, NodeMeta, Span
 
 TREE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+#: the largest message position a request may name (positions are SQLite integers, < 2**63)
+MAX_POSITION = 2**62
 
 
 class Strict(BaseModel):

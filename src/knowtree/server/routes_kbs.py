@@ -116,7 +116,8 @@ async def upload_rules(
 ) -> KBRulesOut:
     svc.writable(p)
     svc.kbs.require(p, kb)
-    target, saved = await save_uploads(svc.upload_root(), {"rules": [rules]}, svc.config.max_upload_bytes, KB_SUFFIXES)
+    target, saved = await save_uploads(svc.upload_root(), {"rules": [rules]}, svc.config.max_upload_bytes, KB_SUFFIXES,
+                                       max_inflated=svc.config.inflate_cap)
     try:  # the rules are in the database once set: the file is not kept
         out = await run_in_threadpool(svc.kbs.set_rules, p, kb, saved["rules"][0], uploaded=True)
     finally:
@@ -148,7 +149,8 @@ async def upload(
         raise Problem(400, f"a build needs issues, docs, attributes and rules files (missing: {missing})")
     if add and not (groups["issues"] or groups["docs"]):
         raise Problem(400, "nothing to add: upload issues and/or docs")
-    target, saved = await save_uploads(svc.upload_root(), groups, svc.config.max_upload_bytes, KB_SUFFIXES)
+    target, saved = await save_uploads(svc.upload_root(), groups, svc.config.max_upload_bytes, KB_SUFFIXES,
+                                       max_inflated=svc.config.inflate_cap)
     try:
         if add:
             body_add = KBAddRequest(issues=(saved.get("issues") or [None])[0], docs=saved.get("docs"))

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from knowtree.server.deps import Caller, Svc, job_out
 from knowtree.server.models import (
+    MAX_POSITION,
     AddMessages,
     AddReportOut,
     CreateMemory,
@@ -58,8 +59,8 @@ def add_messages(memory: str, body: AddMessages, p: Caller, svc: Svc) -> Any:
 @router.get("/{memory}/messages", response_model=Messages, summary="Stored messages, verbatim, by position")
 def list_messages(
     memory: str, p: Caller, svc: Svc,
-    start: Annotated[int, Query(ge=1)] = 1,
-    end: Annotated[int | None, Query(ge=1)] = None,
+    start: Annotated[int, Query(ge=1, le=MAX_POSITION, description="first position")] = 1,
+    end: Annotated[int | None, Query(ge=1, le=MAX_POSITION, description="last position (inclusive)")] = None,
 ) -> Messages:
     rows = svc.messages(p, memory, start, end)
     return Messages(memory=memory, messages=[Message(**{k: r.get(k) for k in Message.model_fields}) for r in rows])
@@ -67,7 +68,7 @@ def list_messages(
 
 @router.delete("/{memory}/messages/{position}", response_model=MessageDeleted,
                summary="Delete one message; the others keep their positions, the summaries that described it are rewritten")
-def delete_message(memory: str, position: Annotated[int, Path(ge=1, le=2**62)], p: Caller, svc: Svc) -> MessageDeleted:
+def delete_message(memory: str, position: Annotated[int, Path(ge=1, le=MAX_POSITION)], p: Caller, svc: Svc) -> MessageDeleted:
     report = svc.delete_message(p, memory, position)
     data = dict(report.__dict__)
     data["usage"] = report.usage.model_dump()

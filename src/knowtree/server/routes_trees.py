@@ -103,7 +103,8 @@ async def upload(
     svc.writable(p)
     svc.stored_name(p, tree)
     metadata = _meta(meta)
-    target, saved = await save_uploads(svc.upload_root(), {"files": files}, svc.config.max_upload_bytes)
+    target, saved = await save_uploads(svc.upload_root(), {"files": files}, svc.config.max_upload_bytes,
+                                       max_inflated=svc.config.inflate_cap)
     try:
         job = svc.submit_build(p, tree, saved.get("files", []), add=add, meta=metadata, uploads=target)
     except BaseException:

@@ -20,6 +20,7 @@ from knowtree.adapters.evidence import Evidence
 from knowtree.adapters.evidence import retrieve as retrieve_evidence
 from knowtree.core import KnowTree
 from knowtree.errors import NotFoundError
+from knowtree.ingest.limits import inflate_limit
 from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.kbs import KINDS as KB_JOBS
@@ -332,14 +333,49 @@ class Service:
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """The worker's runner: a build, a memory add or a knowledge base's build or add through the
         library, progress to the job row."""
-        if job.kind in KB_JOBS:
-            return self.kbs.run_job(job, report)
-        with self.write_lock(job.tree):  # the embedding too: not during a delete or another save
-            try:
-                result = self._run_job(job, report)
-            finally:
-                self.forget(job.tree)
-            return {**result, **self._embed_index(job)}
+        with inflate_limit(self.config.inflate_cap):  # compressed inputs inflate within the upload limit
+            if job.kind in KB_JOBS:
+                return self.kbs.run_job(job, report)
+            with self.write_lock(job.tree):  # the embedding too: not during a delete or another save
+                try:
+                    result = self._run_job(job, report)
+                finally:
+                    self.forget(job.tree)
+                return {**result, **self._embed_index(job)}
+
+    def job_ended(self, job: Job) -> None:
+        """A job is done, failed or cancelled (queued or running): its uploaded files go. A job the
+        server stopped while shutting down is not ended (it resumes at the next start, and keeps them)."""
+        uploads = job.params.get("uploads")
+        if not uploads:
+            return
+        path, root = Path(uploads).resolve(), self.upload_root().resolve()
+        if path.parent == root:  # only a folder save_uploads made, whatever the stored parameter says
+            shutil.rmtree(path, ignore_errors=True)
+
+    def tenant_text(self, job: Job, text: str) -> str:
+        """`text` (a job's error or a report's string) as its tenant may read it: an uploaded file by
+        the name it was uploaded as, no upload folder, database or database folder of the server's."""
+        uploads = job.params.get("uploads")
+        if uploads:
+            text = text.replace(str(uploads).rstrip("/") + "/", "")
+        root = str(self.upload_root().resolve())
+        text = re.sub(re.escape(root) + r"/[0-9a-f]{32}/", "", text)
+        db = self.kt.settings.db
+        if db != ":memory:":
+            full = Path(db).resolve()
+            text = text.replace(str(full), "the database").replace(str(full.parent) + "/", "")
+        return text
+
+    def tenant_report(self, job: Job, value: Any) -> Any:
+        """A job's report with `tenant_text` applied to every string in it."""
+        if isinstance(value, str):
+            return self.tenant_text(job, value)
+        if isinstance(value, dict):
+            return {k: self.tenant_report(job, v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.tenant_report(job, v) for v in value]
+        return value
 
     def _embed_index(self, job: Job) -> dict[str, Any]:
         """Embed what the job changed in the tree's index now (`KnowTree.embed_index`), inside the job,
@@ -382,8 +418,6 @@ class Service:
             # uploads are named by their file names, not by where the server keeps them
             rename=(lambda path: Path(path).name) if uploads else None,
         )
-        if uploads:  # the documents' text is in the database now
-            shutil.rmtree(uploads, ignore_errors=True)
         return {**_plain(result), "tree": _shown_for(job)}
 
     def job(self, p: Principal, job_id: str) -> Job:
@@ -400,6 +434,8 @@ class Service:
         self.job(p, job_id)
         job = self.jobs.request_cancel(job_id)
         assert job is not None
+        if job.state == "cancelled":  # it was queued: no worker will end it
+            self.job_ended(job)
         return job
 
     def shown_job_tree(self, p: Principal, job: Job) -> str:

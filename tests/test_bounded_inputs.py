@@ -153,6 +153,18 @@ def test_message_positions_past_sqlite_integers_are_422_not_500(tmp_path: Path) 
         assert r.status_code == 200 and [m["position"] for m in r.json()["messages"]] == [2, 3, 4]
 
 
+def test_a_synchronous_add_runs_a_bounded_number_of_batches(tmp_path: Path) -> None:
+    many = [{"role": "user", "content": f"message {i}"} for i in range(500)]
+    with TestClient(make_app(tmp_path)) as c:
+        r = c.post("/v1/memories/m/messages", json={"messages": many, "batch_size": 1})
+        assert r.status_code == 422 and "background: true" in r.json()["detail"], r.text
+        assert c.get("/v1/memories/m/messages").status_code == 404  # nothing stored
+        r = c.post("/v1/memories/m/messages", json={"messages": many[:200], "batch_size": 1})
+        assert r.status_code == 200 and r.json()["added"] == 200
+        r = c.post("/v1/memories/m/messages", json={"messages": many, "batch_size": 1, "background": True})
+        assert r.status_code == 202
+
+
 def test_the_store_guards_positions_past_sqlite_integers(tmp_path: Path) -> None:
     kt = knowtree.open(tmp_path / "kb.db", model=KeywordModel())
     kt.memory("chat").add(CHAT)

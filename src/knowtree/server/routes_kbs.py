@@ -11,7 +11,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.deps import Caller, KBName, Svc, job_out
 from knowtree.server.models import Deleted, JobOut
 from knowtree.server.models_kb import (
     EMBEDDER,
@@ -31,7 +31,6 @@ from knowtree.server.uploads import UPLOAD_SUFFIXES, save_uploads
 
 router = APIRouter(prefix="/v1/kbs", tags=["knowledge bases"])
 
-KBName = Annotated[str, "knowledge base name"]
 ISSUE_FILES = {".jsonl", ".ndjson", ".csv"}
 KB_SUFFIXES = {
     "issues": ISSUE_FILES,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
-from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.deps import Caller, MemoryName, Svc, job_out
 from knowtree.server.models import (
     MAX_POSITION,
     AddMessages,
@@ -18,6 +18,7 @@ from knowtree.server.models import (
     MessageDeleted,
     Messages,
 )
+from knowtree.server.problems import Problem
 from knowtree.server.service import Service
 from knowtree.server.tenancy import Principal
 
@@ -26,7 +27,15 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 _ADDED = {202: {"model": JobOut, "description": "background=true: the job adding the messages"}}
 
 
+#: batches one synchronous add may run (each is a model call): a request's work stays bounded, as its size is
+MAX_SYNC_BATCHES = 200
+
+
 def _add(svc: Service, p: Principal, name: str, body: AddMessages) -> Any:
+    if not body.background and body.batch_size and -(-len(body.messages) // body.batch_size) > MAX_SYNC_BATCHES:
+        raise Problem(422, f"{len(body.messages)} messages in batches of {body.batch_size} would run more than"
+                           f" {MAX_SYNC_BATCHES} batches in one request: add them with background: true, or in"
+                           " larger batches")
     records = [m.model_dump(exclude_none=True) for m in body.messages]
     if body.background:
         job = svc.submit_add(p, name, records, body.batch_size)
@@ -52,13 +61,13 @@ def create_memory(body: CreateMemory, p: Caller, svc: Svc) -> Any:
 
 @router.post("/{memory}/messages", response_model=AddReportOut, responses=_ADDED,
              summary="Add messages (one exchange or many) to a memory; creates it if needed")
-def add_messages(memory: str, body: AddMessages, p: Caller, svc: Svc) -> Any:
+def add_messages(memory: MemoryName, body: AddMessages, p: Caller, svc: Svc) -> Any:
     return _add(svc, p, memory, body)
 
 
 @router.get("/{memory}/messages", response_model=Messages, summary="Stored messages, verbatim, by position")
 def list_messages(
-    memory: str, p: Caller, svc: Svc,
+    memory: MemoryName, p: Caller, svc: Svc,
     start: Annotated[int, Query(ge=1, le=MAX_POSITION, description="first position")] = 1,
     end: Annotated[int | None, Query(ge=1, le=MAX_POSITION, description="last position (inclusive)")] = None,
 ) -> Messages:
@@ -68,7 +77,7 @@ def list_messages(
 
 @router.delete("/{memory}/messages/{position}", response_model=MessageDeleted,
                summary="Delete one message; the others keep their positions, the summaries that described it are rewritten")
-def delete_message(memory: str, position: Annotated[int, Path(ge=1, le=MAX_POSITION)], p: Caller, svc: Svc) -> MessageDeleted:
+def delete_message(memory: MemoryName, position: Annotated[int, Path(ge=1, le=MAX_POSITION)], p: Caller, svc: Svc) -> MessageDeleted:
     report = svc.delete_message(p, memory, position)
     data = dict(report.__dict__)
     data["usage"] = report.usage.model_dump()

@@ -261,6 +261,22 @@ def test_a_failed_kb_upload_job_removes_its_files_and_kb_citations_name_uploads_
         assert str(tmp_path) not in json.dumps(out)
 
 
+def test_a_bad_uploaded_file_is_refused_by_the_name_it_was_uploaded_as(tmp_path: Path) -> None:
+    files = write_inputs(tmp_path)
+    with TestClient(make_app(tmp_path)) as c:
+        up = _kb_upload(files, ("docs.jsonl", Path(files["docs"]).read_bytes()))
+        up[0] = ("issues", ("issues.jsonl", b"{not json\n", "application/x-ndjson"))
+        r = c.post("/v1/kbs/k/upload", files=up, data={"embedder": "hash"})
+        assert r.status_code == 422 and r.json()["detail"].startswith("issues.jsonl: line 1"), r.text
+        assert str(tmp_path) not in r.text and _uploads(tmp_path) == []
+        r = c.post("/v1/kbs/k/upload", files=_kb_upload(files, ("docs.jsonl", Path(files["docs"]).read_bytes())),
+                   data={"embedder": "hash"})
+        assert r.status_code == 202 and wait_job(c, r.json()["id"])["state"] == "done"
+        r = c.put("/v1/kbs/k/rules/upload", files=[("rules", ("rules.toml", b"[[rules]]\ntext = 1\n", "application/toml"))])
+        assert r.status_code == 422 and r.json()["detail"].startswith("rules.toml: rule 1"), r.text
+        assert str(tmp_path) not in r.text
+
+
 # -- 4. 413 with or without Content-Length ---------------------------------------------------
 def _chunked(total: int, piece: bytes = b" " * 4096) -> Iterator[bytes]:
     yield b'{"question": "'

@@ -9,15 +9,16 @@ files under the caller's allowed roots, or uploaded files.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.answer.kb import PASSAGES
-from knowtree.errors import NotFoundError
+from knowtree.errors import InputError, NotFoundError
 from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
 from knowtree.ingest.limits import inflate_limit
 from knowtree.server.config import ServerConfig
@@ -109,6 +110,18 @@ class KBService:
     def export(self, p: Principal, name: str) -> list[dict[str, Any]]:
         return self.kb(self.require(p, name)).export()
 
+    @contextlib.contextmanager
+    def _reading(self, uploaded: bool) -> Iterator[None]:
+        """Checking input files: compressed ones inflate within the server's cap, and an uploaded
+        file's error names it as it was uploaded, not where the server keeps it."""
+        try:
+            with inflate_limit(self.core.config.inflate_cap):
+                yield
+        except InputError as exc:
+            if not uploaded:
+                raise
+            raise InputError(Path(exc.path).name, exc.reason) from None
+
     # -- writes --------------------------------------------------------------------------------
     def delete(self, p: Principal, name: str) -> None:
         self.core.writable(p)
@@ -122,7 +135,7 @@ class KBService:
         self.core.writable(p)
         stored = self.require(p, name)
         path = rules_file if uploaded else self.core.allowed_path(p, rules_file)
-        with inflate_limit(self.core.config.inflate_cap):
+        with self._reading(uploaded):
             rules = load_rules(path)
         with self.core.write_lock(f"kb:{stored}"):
             stale = self.kb(stored).set_rules(rules)
@@ -141,7 +154,7 @@ class KBService:
             params["docs"] = [self.core.allowed_path(p, d) for d in params["docs"]]
         else:
             params["uploads"] = str(uploads)
-        with inflate_limit(self.core.config.inflate_cap):  # a bad file fails now (422 naming the line)
+        with self._reading(uploads is not None):  # a bad file fails now (422 naming the line)
             load_raw_issues(params["issues"])
             load_attributes(params["attributes"])
             load_rules(params["rules"])
@@ -160,7 +173,7 @@ class KBService:
         else:
             params["uploads"] = str(uploads)
         if params["issues"]:
-            with inflate_limit(self.core.config.inflate_cap):
+            with self._reading(uploads is not None):
                 load_raw_issues(params["issues"])
         return self.core.jobs.create(p.tenant, "kb-add", stored, params)
 

@@ -39,6 +39,7 @@ EXAMPLES = int(os.environ.get("KT_FUZZ_EXAMPLES", "8"))
 STATEFUL_RUNS = int(os.environ.get("KT_FUZZ_STEPS", str(max(10, EXAMPLES * 2))))
 DERANDOMIZE = bool(os.environ.get("CI") or os.environ.get("KT_FUZZ_DERANDOMIZE"))
 STATUSES: collections.Counter[int] = collections.Counter()
+OPERATIONS: collections.Counter[str] = collections.Counter()
 
 # What a schema-valid request may still get: the schema cannot state every rule (a timestamp that
 # does not parse, an uploaded file's content, a mode a memory does not take, a tenant's shorter
@@ -82,7 +83,8 @@ def _report() -> Any:
     if target:
         Path(target).write_text(json.dumps({
             "requests": sum(STATUSES.values()), "server_errors": sum(n for s, n in STATUSES.items() if s >= 500),
-            "statuses": dict(sorted(STATUSES.items())), "examples_per_operation": EXAMPLES,
+            "statuses": dict(sorted(STATUSES.items())), "operations": dict(sorted(OPERATIONS.items())),
+            "examples_per_operation": EXAMPLES,
             "stateful_runs": STATEFUL_RUNS, "derandomized": DERANDOMIZE,
         }, indent=1))
 
@@ -92,6 +94,7 @@ def _report() -> Any:
 def test_every_operation(case: schemathesis.Case) -> None:
     response = case.call()
     STATUSES[response.status_code] += 1
+    OPERATIONS[case.operation.label] += 1
     case.validate_response(response)  # every check: not_a_server_error, response_schema_conformance, ...
 
 
@@ -99,6 +102,7 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
     def after_call(self, response: Any, case: Any) -> None:
         super().after_call(response, case)
         STATUSES[response.status_code] += 1
+        OPERATIONS[case.operation.label] += 1
 
 
 Workflow.TestCase.settings = settings(FUZZ, max_examples=STATEFUL_RUNS, stateful_step_count=6)

@@ -219,6 +219,20 @@ def test_every_number_a_request_carries_is_bounded_in_the_schema(tmp_path: Path)
     assert len(inputs) > 20 and unbounded == []
 
 
+def test_the_mcp_tools_announce_and_enforce_their_number_bounds(tmp_path: Path) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with TestClient(make_app(tmp_path), base_url="http://127.0.0.1:8080") as c:
+        tools = c.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).json()
+        numbers = {(t["name"], name): prop for t in tools["result"]["tools"]
+                   for name, prop in t["inputSchema"]["properties"].items() if prop.get("type") == "integer"}
+        assert set(numbers) == {("forget_message", "position"), ("recall", "budget_tokens"), ("get_node_messages", "limit")}
+        assert all("minimum" in p and "maximum" in p for p in numbers.values()), numbers
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "forget_message", "arguments": {"memory": "chat", "position": 2**63}}}
+        out = c.post("/mcp", headers=headers, json=call).json()["result"]
+        assert out["isError"] and "less than or equal" in out["content"][0]["text"]
+
+
 # -- 3. uploads go when their job ends; no server paths -------------------------------------
 def test_a_failed_upload_job_removes_its_files_and_names_them_as_uploaded(tmp_path: Path) -> None:
     with TestClient(make_app(tmp_path)) as c:

@@ -275,6 +275,27 @@ def test_a_failed_kb_upload_job_removes_its_files_and_kb_citations_name_uploads_
         assert str(tmp_path) not in json.dumps(out)
 
 
+def test_a_server_start_removes_old_upload_folders_no_job_needs(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "kb.db.uploads"
+    old, fresh, other = root / ("a" * 32), root / ("b" * 32), root / "keep-me"
+    for d in (old, fresh, other):
+        d.mkdir(parents=True)
+        (d / "x.md").write_text("# x\n")
+    os.utime(old, (0, 0))
+    os.utime(other, (0, 0))
+    with TestClient(make_app(tmp_path)) as c:
+        assert c.get("/v1/health").status_code == 200
+    assert not old.exists() and fresh.exists() and other.exists()
+    queued = root / ("c" * 32)  # a queued job's uploads stay, however old
+    queued.mkdir()
+    os.utime(queued, (0, 0))
+    service = make_app(tmp_path, jobs_worker=False).state.service
+    service.jobs.create("local", "build", "t", {"paths": [str(queued / "x.md")], "uploads": str(queued)})
+    assert service.sweep_uploads() == 0 and queued.exists()
+
+
 def test_a_bad_uploaded_file_is_refused_by_the_name_it_was_uploaded_as(tmp_path: Path) -> None:
     files = write_inputs(tmp_path)
     with TestClient(make_app(tmp_path)) as c:

@@ -58,6 +58,9 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
             worker = JobWorker(service.jobs, service.run_job, on_end=service.job_ended)
             resumed = worker.start()
             service.worker = worker
+            swept = service.sweep_uploads()
+            if swept:
+                log.warning("removed %d upload folder(s) no job needs", swept)
             if resumed:
                 log.warning("resuming %d job(s) left running by a previous server", resumed)
         try:

@@ -105,6 +105,11 @@ class JobStore:
         rows = self.store.query(sql + " ORDER BY created DESC, id LIMIT ?", (*args, limit))
         return [_job(r) for r in rows]
 
+    def unfinished_uploads(self) -> set[str]:
+        """The upload folders of the jobs still queued or running."""
+        rows = self.store.query("SELECT params_json FROM jobs WHERE state IN ('queued', 'running')")
+        return {str(p["uploads"]) for (raw,) in rows if (p := json.loads(raw)).get("uploads")}
+
     def claim_next(self) -> Job | None:
         """Mark the oldest queued job running and return it (None when the queue is empty)."""
         with self.store.transaction() as c:

@@ -353,6 +353,22 @@ class Service:
         if path.parent == root:  # only a folder save_uploads made, whatever the stored parameter says
             shutil.rmtree(path, ignore_errors=True)
 
+    def sweep_uploads(self, older_than: float = 3600.0) -> int:
+        """Remove the upload folders no queued or running job needs, older than `older_than` seconds
+        (a younger one may be a request's still being saved): those of jobs that ended before their
+        uploads were removed with them. Returns how many went."""
+        root = self.upload_root()
+        if not root.is_dir():
+            return 0
+        keep = {Path(p).name for p in self.jobs.unfinished_uploads()}
+        removed = 0
+        for entry in root.iterdir():
+            if (re.fullmatch(r"[0-9a-f]{32}", entry.name) and entry.is_dir() and entry.name not in keep
+                    and time.time() - entry.stat().st_mtime > older_than):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        return removed
+
     def tenant_text(self, job: Job, text: str) -> str:
         """`text` (a job's error or a report's string) as its tenant may read it: an uploaded file by
         the name it was uploaded as, no upload folder, database or database folder of the server's."""

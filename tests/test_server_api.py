@@ -172,8 +172,8 @@ def test_problem_details_and_limits(tmp_path: Path) -> None:
         assert r.status_code == 403 and "outside" in r.json()["detail"]
         r = c.post("/v1/trees/x/build", json={"paths": [str(tmp_path / "only" / "a\x00b")]})
         assert r.status_code == 400 and "NUL" in r.json()["detail"]  # not a 500 from resolving it
-        assert c.get("/v1/trees/bad name!").status_code == 400
-        assert c.get("/v1/jobs/zzz").status_code == 404
+        assert c.get("/v1/trees/bad name!").status_code == 422  # the name pattern is in the schema
+        assert c.get("/v1/jobs/zzz").status_code == 422 and c.get("/v1/jobs/abc").status_code == 404
 
 
 def test_cancel_a_queued_job(tmp_path: Path) -> None:

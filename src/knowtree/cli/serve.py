@@ -33,6 +33,10 @@ def serve_command(
         bool, typer.Option("--require-keys", help="always require an API key, even on loopback")
     ] = False,
     max_upload_mb: Annotated[float, typer.Option(help="largest upload, MiB")] = 20.0,
+    max_inflated_mb: Annotated[
+        float | None,
+        typer.Option(help="largest size a compressed file (.gz, a DOCX) may inflate to, MiB (default: --max-upload-mb)"),
+    ] = None,
     rate: Annotated[float, typer.Option(help="requests per second per API key")] = 20.0,
     burst: Annotated[int, typer.Option(help="requests a key may make at once")] = 60,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="do not run build jobs in this process")] = False,
@@ -74,6 +78,7 @@ def serve_command(
             allowed_roots=allow_root or [],
             tenant_roots=_tenant_roots(tenant_root or []),
             max_upload_bytes=int(max_upload_mb * MiB),
+            max_inflated_bytes=int(max_inflated_mb * MiB) if max_inflated_mb else None,
             rate_per_second=rate,
             rate_burst=burst,
             jobs_worker=not no_worker,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from knowtree.errors import InputError
+from knowtree.ingest.limits import check_zip
 from knowtree.ingest.structure import StructuredDocument, from_lines
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
@@ -27,6 +28,7 @@ def load_docx(path: str) -> StructuredDocument:
         raise InputError(path, "no such file or directory")
     if os.path.getsize(path) == 0:
         raise InputError(path, "file is empty")
+    check_zip(path)  # a DOCX is a zip: its parts inflate within the cap (limits.py) before reading
     try:
         d = docx.Document(path)
     except (PackageNotFoundError, Exception) as exc:

@@ -22,7 +22,6 @@ Every loader reads and checks the whole file before returning, and a problem rai
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import io
 import json
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import InputError
+from knowtree.ingest.limits import read_gzip
 from knowtree.ingest.roots import ReadRoots
 from knowtree.text import phrase_in
 
@@ -393,15 +393,15 @@ def _structured_sections(paths: list[str], within: ReadRoots | None) -> list[Doc
 
 # -- file reading --------------------------------------------------------------------------
 def _read_text(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read the file ({exc.strerror or exc})") from None
-    if path.lower().endswith(".gz"):
+    if path.lower().endswith(".gz"):  # inflated in bounded steps, refused past the cap (limits.py)
+        if not Path(path).is_file():
+            raise InputError(path, "cannot read the file (no such file)")
+        data = read_gzip(path)
+    else:
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(path, f"not a readable gzip file ({exc})") from None
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise InputError(path, f"cannot read the file ({exc.strerror or exc})") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -22,7 +22,7 @@ from knowtree.server import routes_ask, routes_jobs, routes_kbs, routes_memories
 from knowtree.server.auth import Authenticator, BodyLimit, LoopbackGuard, McpAuth
 from knowtree.server.config import ServerConfig, is_loopback
 from knowtree.server.jobs import JobWorker
-from knowtree.server.models import Health
+from knowtree.server.models import ERROR_RESPONSES, Health
 from knowtree.server.problems import install_handlers
 from knowtree.server.service import Service
 from knowtree.server.tenancy import KeyStore
@@ -55,9 +55,12 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         worker = None
         if config.jobs_worker:
-            worker = JobWorker(service.jobs, service.run_job)
+            worker = JobWorker(service.jobs, service.run_job, on_end=service.job_ended)
             resumed = worker.start()
             service.worker = worker
+            swept = service.sweep_uploads()
+            if swept:
+                log.warning("removed %d upload folder(s) no job needs", swept)
             if resumed:
                 log.warning("taking over %d job(s) whose worker's lease expired", resumed)
         try:
@@ -78,7 +81,9 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.state.service = service
     app.state.auth = auth
     install_handlers(app)
@@ -104,6 +109,25 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
     if is_loopback(config.host):
         app.add_middleware(LoopbackGuard, trusted_hosts=config.trusted_hosts)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, with every error response as what the server sends: a problem detail in
+    `application/problem+json` (FastAPI documents them as `application/json`)."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for item in spec.get("paths", {}).values():
+            for op in item.values():
+                for status, response in (op.get("responses") or {}).items():
+                    content = response.get("content") or {}
+                    if status[:1] in "45" and "application/json" in content:
+                        content["application/problem+json"] = content.pop("application/json")
+        for name in ("HTTPValidationError", "ValidationError"):  # replaced by ProblemDetail
+            spec.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = spec
+    return app.openapi_schema
 
 
 def _install_docs(app: FastAPI) -> None:

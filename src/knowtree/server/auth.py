@@ -116,8 +116,11 @@ async def _send_problem(send: Callable[[dict[str, Any]], Awaitable[None]], statu
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over the limit gets 413 (checked on Content-Length and while
-    reading, so a chunked body cannot slip past). Upload routes get the larger upload limit."""
+    """ASGI middleware: a request body over the limit gets 413, on every route. Checked on
+    Content-Length, and while the body streams in (chunked, or a Content-Length that understates
+    it): at the first byte past the limit the app's reading stops, and whatever the app answers
+    to that (a parser's 400, a handler's error) is replaced by the 413. Upload routes get the larger
+    upload limit."""
 
     def __init__(self, app: Any, config: ServerConfig) -> None:
         self.app = app
@@ -140,28 +143,36 @@ class BodyLimit:
                 await _send_problem(send, 413, f"request body over the limit of {limit:,} bytes")
                 return
         seen = 0
+        over = False
         started = False
 
         async def limited_receive() -> dict[str, Any]:
-            nonlocal seen
+            nonlocal seen, over
+            if over:  # the app asked again after the limit: the client is as good as gone
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
+                    over = True
                     raise _TooLarge(limit)
             return message
 
-        async def tracking_send(message: dict[str, Any]) -> None:
+        async def guarded_send(message: dict[str, Any]) -> None:
             nonlocal started
+            if over and not started:
+                return  # the app's answer to a body it could not finish reading: the 413 goes instead
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge as exc:
-            if not started:
-                await _send_problem(send, 413, f"request body over the limit of {exc.limit:,} bytes")
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not over:  # not ours: the server's error handling answers it
+                raise
+        if over and not started:
+            await _send_problem(send, 413, f"request body over the limit of {limit:,} bytes")
 
 
 class _TooLarge(Exception):

@@ -42,6 +42,11 @@ class ServerConfig(BaseModel):
     upload_dir: Path | None = Field(None, description="where uploaded files wait for their build job")
     max_upload_bytes: int = Field(20 * MiB, ge=1, description="largest upload request")
     max_request_bytes: int = Field(2 * MiB, ge=1, description="largest other request body")
+    max_inflated_bytes: int | None = Field(
+        None, ge=1,
+        description="largest size a compressed file (.gz, a DOCX's parts) may inflate to, in uploads and"
+        " builds; default: max_upload_bytes (a compressed upload may bring no more than a plain one)",
+    )
     rate_per_second: float = Field(20.0, gt=0, description="requests per second per API key (token bucket)")
     rate_burst: int = Field(60, ge=1, description="bucket size: requests a key may make at once")
     trusted_hosts: list[str] = Field(
@@ -77,6 +82,14 @@ class ServerConfig(BaseModel):
         every file (`knowtree.ingest.roots`): under its roots once links and '..' are resolved; for a
         tenant, no file with several hard links (it may be another tenant's file too)."""
         return ReadRoots(tuple(self.roots_for(tenant)), single_link=tenant is not None)
+
+    @property
+    def inflate_cap(self) -> int:
+        """The decompression cap: `max_inflated_bytes`, else the upload limit itself. Compression saves
+        the upload's bandwidth, not the server's memory: what the server refuses as a plain upload it
+        refuses compressed too (JSONL and text compress 3-10x, so real compressed uploads under the
+        limit rarely come near it; a bomb stops at it)."""
+        return self.max_inflated_bytes or self.max_upload_bytes
 
     @property
     def open_without_keys(self) -> bool:

@@ -176,6 +176,11 @@ class JobStore:
         rows = self.store.query(sql + " ORDER BY created DESC, id LIMIT ?", (*args, limit))
         return [_job(r) for r in rows]
 
+    def unfinished_uploads(self) -> set[str]:
+        """The upload folders of the jobs still queued or running."""
+        rows = self.store.query("SELECT params_json FROM jobs WHERE state IN ('queued', 'running')")
+        return {str(p["uploads"]) for (raw,) in rows if (p := json.loads(raw)).get("uploads")}
+
     def claim_next(self, owner: str) -> Job | None:
         """Give `owner` the oldest claimable job (queued, or running under an expired lease or a dead
         owner of this host) and return it; None when there is none.
@@ -327,9 +332,11 @@ class _Heartbeat:
 class JobWorker:
     """One background thread running claimed jobs one at a time with `runner(job, report_progress)`."""
 
-    def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5) -> None:
+    def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5,
+                 on_end: Callable[[Job], None] | None = None) -> None:
         self.jobs = jobs
         self.runner = runner
+        self.on_end = on_end  # called once a job is done, failed or cancelled (its uploads go)
         self.poll_seconds = poll_seconds
         self.owner = new_owner()
         self._wake = threading.Event()
@@ -398,16 +405,25 @@ class JobWorker:
             if self._stop.is_set() and not self._cancel_requested(job.id):
                 self.jobs.release(job.id, owner)  # shutting down: the next worker runs it again
                 return
-            self._finish(job.id, "cancelled", error="cancelled on request")
+            ended = self._finish(job.id, "cancelled", error="cancelled on request")
         except Exception as exc:  # a job's failure is recorded on the job, never crashes the worker
             log.info("job %s failed: %s", job.id, exc)
-            self._finish(job.id, "failed", error=_describe(exc))
+            ended = self._finish(job.id, "failed", error=_describe(exc))
         else:
-            self._finish(job.id, "done", report=report)
+            ended = self._finish(job.id, "done", report=report)
+        # only the worker that wrote the job's end cleans up after it (its uploads go): a worker
+        # that lost its lease leaves them to the one that took the job over
+        if ended and self.on_end is not None:
+            try:
+                self.on_end(job)
+            except Exception:  # cleaning up after a job never stops the worker
+                log.exception("ending job %s", job.id)
 
-    def _finish(self, job_id: str, state: str, **result: Any) -> None:
-        if not self.jobs.finish(job_id, state, owner=self.owner, **result):
-            log.warning("job %s: no longer this worker's (lease lost); its result (%s) is not written", job_id, state)
+    def _finish(self, job_id: str, state: str, **result: Any) -> bool:
+        if self.jobs.finish(job_id, state, owner=self.owner, **result):
+            return True
+        log.warning("job %s: no longer this worker's (lease lost); its result (%s) is not written", job_id, state)
+        return False
 
     def _cancel_requested(self, job_id: str) -> bool:
         job = self.jobs.get(job_id)

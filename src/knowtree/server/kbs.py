@@ -9,16 +9,19 @@ files under the caller's allowed roots, or uploaded files.
 
 from __future__ import annotations
 
+import contextlib
 import re
-import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.answer.kb import PASSAGES
-from knowtree.errors import NotFoundError
+from knowtree.errors import InputError, NotFoundError
 from knowtree.ingest.kb_inputs import load_attributes, load_kb_docs, load_raw_issues, load_rules
+from knowtree.ingest.limits import inflate_limit
+from knowtree.server.config import ServerConfig
 from knowtree.server.jobs import Job, JobStore
 from knowtree.server.models_kb import KBAddRequest, KBBuildRequest, KBSummary
 from knowtree.server.problems import Problem
@@ -40,6 +43,7 @@ class Core(Protocol):
 
     kt: KnowTree
     jobs: JobStore
+    config: ServerConfig
 
     def write_lock(self, stored: str, space: str = "tree") -> threading.Lock: ...
 
@@ -109,6 +113,18 @@ class KBService:
     def export(self, p: Principal, name: str) -> list[dict[str, Any]]:
         return self.kb(self.require(p, name)).export()
 
+    @contextlib.contextmanager
+    def _reading(self, uploaded: bool) -> Iterator[None]:
+        """Checking input files: compressed ones inflate within the server's cap, and an uploaded
+        file's error names it as it was uploaded, not where the server keeps it."""
+        try:
+            with inflate_limit(self.core.config.inflate_cap):
+                yield
+        except InputError as exc:
+            if not uploaded:
+                raise
+            raise InputError(Path(exc.path).name, exc.reason) from None
+
     # -- writes --------------------------------------------------------------------------------
     def delete(self, p: Principal, name: str) -> None:
         self.core.writable(p)
@@ -122,7 +138,8 @@ class KBService:
         self.core.writable(p)
         stored = self.require(p, name)
         path = rules_file if uploaded else self.core.allowed_path(p, rules_file)
-        rules = load_rules(path)
+        with self._reading(uploaded):
+            rules = load_rules(path)
         with self.core.write_lock(stored, "kb"):
             stale = self.kb(stored).set_rules(rules)
         return {"kb": name, "rules": len(rules), "stale": stale}
@@ -140,9 +157,10 @@ class KBService:
             params["docs"] = [self.core.allowed_path(p, d) for d in params["docs"]]
         else:
             params["uploads"] = str(uploads)
-        load_raw_issues(params["issues"])  # a bad file fails now (422 naming the line), not in the job
-        load_attributes(params["attributes"])
-        load_rules(params["rules"])
+        with self._reading(uploads is not None):  # a bad file fails now (422 naming the line)
+            load_raw_issues(params["issues"])
+            load_attributes(params["attributes"])
+            load_rules(params["rules"])
         return self.core.jobs.create(p.tenant, "kb-build", stored, params)
 
     def submit_add(self, p: Principal, name: str, body: KBAddRequest, *, uploads: Path | None = None) -> Job:
@@ -158,7 +176,8 @@ class KBService:
         else:
             params["uploads"] = str(uploads)
         if params["issues"]:
-            load_raw_issues(params["issues"])
+            with self._reading(uploads is not None):
+                load_raw_issues(params["issues"])
         return self.core.jobs.create(p.tenant, "kb-add", stored, params)
 
     def run_job(self, job: Job, report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -176,13 +195,16 @@ class KBService:
         def progress(stage: str, done: int, total: int) -> None:
             report({"stage": stage, "done": done, "total": total})
 
+        docs: Any = load_kb_docs(params["docs"], within) if params.get("docs") else None
+        if docs and params.get("uploads"):  # uploaded documents are cited by the names they were uploaded as
+            docs = [replace(d, source=Path(d.source).name) for d in docs]
         with self.core.write_lock(job.tree, "kb"):
             if job.kind == "kb-build":
                 options: dict[str, Any] = {"context": params.get("context") or "path"}
                 if params.get("threshold") is not None:
                     options["threshold"] = params["threshold"]
                 result = self.core.kt.kb(job.tree, embedder=params.get("embedder")).build(
-                    issues=load_raw_issues(checked(params["issues"])), docs=load_kb_docs(params["docs"], within),
+                    issues=load_raw_issues(checked(params["issues"])), docs=docs,
                     attributes=load_attributes(checked(params["attributes"])),
                     rules=load_rules(checked(params["rules"])), solutions=params.get("solutions") or "lazy",
                     replace=bool(params.get("replace")) or job.attempts > 1, progress=progress, **options,
@@ -192,11 +214,8 @@ class KBService:
                     raise NotFoundError(f"no knowledge base named {_shown(job)!r}: it was deleted")
                 result = self.kb(job.tree).add(
                     issues=load_raw_issues(checked(params["issues"])) if params.get("issues") else None,
-                    docs=load_kb_docs(params["docs"], within) if params.get("docs") else None,
-                    progress=progress,
+                    docs=docs, progress=progress,
                 )
-        if params.get("uploads"):  # done: what the KB needs of the files is in the database now (a
-            shutil.rmtree(params["uploads"], ignore_errors=True)  # failed or stopped run keeps them)
         data = dict(result.__dict__)
         data["usage"] = result.usage.model_dump()
         data["kb"] = _shown(job)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from knowtree.errors import KnowtreeError
-from knowtree.server.models import AskRequest
+from knowtree.server.models import MAX_POSITION, AskRequest
 from knowtree.server.problems import Problem, from_library_error
 from knowtree.server.service import Service, brief
 from knowtree.server.tenancy import LOCAL_PRINCIPAL, Principal
@@ -90,7 +90,7 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
               "and get_node_messages cite it) — use it when the user asks you to forget something they "
               "said. Only that message goes; every other message keeps its position, so earlier "
               "citations stay valid, and the summaries that mentioned it are rewritten.")
-    async def forget_message(memory: str, position: int, ctx: Context) -> dict[str, Any]:
+    async def forget_message(memory: str, position: Annotated[int, Field(ge=1, le=MAX_POSITION)], ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         report = await _call(service().delete_message, p, memory, position)
         return {"memory": memory, "deleted": report.position, "messages": report.messages}
@@ -99,7 +99,8 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
               "(no answer): the relevant messages or passages in time/document order, within "
               "budget_tokens, each with its citation (memory position, speaker, time; or file and "
               "lines/pages). Use it to put past context into your own reasoning.")
-    async def recall(tree: str, query: str, ctx: Context, budget_tokens: int = 800) -> dict[str, Any]:
+    async def recall(tree: str, query: str, ctx: Context,
+                     budget_tokens: Annotated[int, Field(ge=50, le=100_000)] = 800) -> dict[str, Any]:
         p = principal_of(ctx)
         method, evidence = await _call(service().retrieve, p, tree, query, max(50, budget_tokens), False)
         return {"tree": tree, "method": method, "evidence": [e.model_dump(mode="json") for e in evidence]}
@@ -155,7 +156,8 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
 
     @mcp.tool(description="Read the messages under a node of a conversation memory (a session or topic), "
               "verbatim with position, speaker and time; at most `limit` messages from the start.")
-    async def get_node_messages(memory: str, node_id: str, ctx: Context, limit: int = 50) -> dict[str, Any]:
+    async def get_node_messages(memory: str, node_id: str, ctx: Context,
+                                limit: Annotated[int, Field(ge=1, le=5000)] = 50) -> dict[str, Any]:
         p = principal_of(ctx)
         svc = service()
 
@@ -202,8 +204,9 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
               "its report), failed (with the error) or cancelled.")
     async def job_status(job_id: str, ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
-        job = await _call(service().job, p, job_id)
-        return {"job": job.id, "state": job.state, "progress": job.progress, "report": job.report,
-                "error": job.error}
+        svc = service()
+        job = await _call(svc.job, p, job_id)
+        return {"job": job.id, "state": job.state, "progress": job.progress, "report": svc.tenant_report(job, job.report),
+                "error": svc.tenant_text(job, job.error) if job.error else None}
 
     return mcp

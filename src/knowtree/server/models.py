@@ -10,10 +10,55 @@ from knowtree.adapters.evidence import Evidence
 from knowtree.types import Answer, NodeMeta, Span
 
 TREE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+#: the largest message position a request may name (positions are SQLite integers, < 2**63)
+MAX_POSITION = 2**62
+
+
+#: the names a tenant's node and job ids take (the service checks them too)
+NODE_ID = r"^[0-9A-Za-z_-]{1,64}$"
+JOB_ID = r"^[0-9a-f]{1,32}$"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and no coercion (`0` is not `false`, `"5"` not `5`), so
+    what the schema says is what is accepted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ProblemError(BaseModel):
+    loc: list[str]
+    msg: str
+
+
+class ProblemDetail(BaseModel):
+    """An RFC 9457 problem (`application/problem+json`): every error the API returns."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[ProblemError] | None = Field(None, description="422: each invalid field")
+
+
+ERROR_STATUSES = {
+    400: "Bad request: a name or value the schema cannot rule out (a memory asked in search mode...)",
+    401: "No API key, or an invalid one",
+    403: "Forbidden: a read-only key, a path outside the caller's roots, or another site's request",
+    404: "No such tree, memory, knowledge base, node or job (or not the caller's)",
+    409: "Conflict with what is stored (a memory where a document tree is, an existing knowledge base)",
+    413: "The request body, an upload or what a compressed file inflates to is over the server's limit",
+    415: "An uploaded file of a type the route does not read",
+    422: "A request or a file that does not validate (each invalid field in errors)",
+    429: "Over the key's rate limit (Retry-After says when to retry)",
+    502: "The model provider failed",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ProblemDetail, "description": text} for status, text in ERROR_STATUSES.items()
+}
 
 
 class Health(BaseModel):
@@ -125,7 +170,7 @@ class RetrieveResult(BaseModel):
 
 
 class MessageIn(Strict):
-    role: str = Field(..., min_length=1, max_length=32)
+    role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(..., max_length=200_000)
     name: str | None = Field(None, max_length=200)
     timestamp: str | None = Field(None, max_length=64)

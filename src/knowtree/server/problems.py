@@ -106,8 +106,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(exc.status_code, "error")
-        return problem_response(exc.status_code, detail, headers=getattr(exc, "headers", None),
-                                instance=request.url.path)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # every method of the path, not only those of the first route matching it
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
+        return problem_response(exc.status_code, detail, headers=headers, instance=request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -122,3 +124,14 @@ def install_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s", request.url.path)
         return problem_response(500, "internal error", instance=request.url.path)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        allowed = getattr(route, "methods", None)
+        if allowed and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(allowed)
+    return sorted(methods)

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from knowtree.server.deps import Caller, Svc
+from knowtree.server.deps import Caller, Svc, TreeName
 from knowtree.server.models import AskRequest, RetrieveRequest, RetrieveResult
 from knowtree.server.sse import Emit, run_streaming, sse_response
 from knowtree.types import Answer, NavStep
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1/trees", tags=["questions"])
     responses={200: {"content": {"text/event-stream": {}}, "description": "the Answer, or with stream=true "
                      "events: step (a navigation step), token (answer text), answer (the checked Answer), error"}},
 )
-def ask(tree: str, body: AskRequest, p: Caller, svc: Svc) -> Any:
+def ask(tree: TreeName, body: AskRequest, p: Caller, svc: Svc) -> Any:
     if not body.stream:
         return svc.ask(p, tree, body)
     svc.tree(p, tree)  # a missing tree is a 404 before the stream starts
@@ -43,7 +43,7 @@ def ask(tree: str, body: AskRequest, p: Caller, svc: Svc) -> Any:
 
 @router.post("/{tree}/retrieve", response_model=RetrieveResult,
              summary="Evidence for a question, no answer: messages or leaf text with citations, within a token budget")
-async def retrieve(tree: str, body: RetrieveRequest, p: Caller, svc: Svc) -> RetrieveResult:
+async def retrieve(tree: TreeName, body: RetrieveRequest, p: Caller, svc: Svc) -> RetrieveResult:
     args = (p, tree, body.question, body.budget_tokens, body.use_model)
     if svc.view(p, tree).info.kind == "conversation":  # hybrid scoring or a model walk: in a thread
         method, evidence = await run_in_threadpool(svc.retrieve, *args)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.deps import Caller, KBName, Svc, job_out
 from knowtree.server.models import Deleted, JobOut
 from knowtree.server.models_kb import (
     EMBEDDER,
@@ -31,7 +31,6 @@ from knowtree.server.uploads import UPLOAD_SUFFIXES, save_uploads
 
 router = APIRouter(prefix="/v1/kbs", tags=["knowledge bases"])
 
-KBName = Annotated[str, "knowledge base name"]
 ISSUE_FILES = {".jsonl", ".ndjson", ".csv"}
 KB_SUFFIXES = {
     "issues": ISSUE_FILES,
@@ -116,7 +115,8 @@ async def upload_rules(
 ) -> KBRulesOut:
     svc.writable(p)
     svc.kbs.require(p, kb)
-    target, saved = await save_uploads(svc.upload_root(), {"rules": [rules]}, svc.config.max_upload_bytes, KB_SUFFIXES)
+    target, saved = await save_uploads(svc.upload_root(), {"rules": [rules]}, svc.config.max_upload_bytes, KB_SUFFIXES,
+                                       max_inflated=svc.config.inflate_cap)
     try:  # the rules are in the database once set: the file is not kept
         out = await run_in_threadpool(svc.kbs.set_rules, p, kb, saved["rules"][0], uploaded=True)
     finally:
@@ -148,7 +148,8 @@ async def upload(
         raise Problem(400, f"a build needs issues, docs, attributes and rules files (missing: {missing})")
     if add and not (groups["issues"] or groups["docs"]):
         raise Problem(400, "nothing to add: upload issues and/or docs")
-    target, saved = await save_uploads(svc.upload_root(), groups, svc.config.max_upload_bytes, KB_SUFFIXES)
+    target, saved = await save_uploads(svc.upload_root(), groups, svc.config.max_upload_bytes, KB_SUFFIXES,
+                                       max_inflated=svc.config.inflate_cap)
     try:
         if add:
             body_add = KBAddRequest(issues=(saved.get("issues") or [None])[0], docs=saved.get("docs"))

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import JSONResponse
 
-from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.deps import Caller, MemoryName, Svc, job_out
 from knowtree.server.models import (
+    MAX_POSITION,
     AddMessages,
     AddReportOut,
     CreateMemory,
@@ -34,7 +35,15 @@ IdemKey = Annotated[
 ]
 
 
+#: batches one synchronous add may run (each is a model call): a request's work stays bounded, as its size is
+MAX_SYNC_BATCHES = 200
+
+
 def _add(svc: Service, p: Principal, name: str, body: AddMessages, header_key: str | None = None) -> Any:
+    if not body.background and body.batch_size and -(-len(body.messages) // body.batch_size) > MAX_SYNC_BATCHES:
+        raise Problem(422, f"{len(body.messages)} messages in batches of {body.batch_size} would run more than"
+                           f" {MAX_SYNC_BATCHES} batches in one request: add them with background: true, or in"
+                           " larger batches")
     records = [m.model_dump(exclude_none=True) for m in body.messages]
     if header_key is not None and body.idempotency_key is not None and header_key != body.idempotency_key:
         raise Problem(400, "the Idempotency-Key header and the body's idempotency_key differ: send one")
@@ -65,15 +74,15 @@ def create_memory(body: CreateMemory, p: Caller, svc: Svc, idempotency_key: Idem
 
 @router.post("/{memory}/messages", response_model=AddReportOut, responses=_ADDED,
              summary="Add messages (one exchange or many) to a memory; creates it if needed")
-def add_messages(memory: str, body: AddMessages, p: Caller, svc: Svc, idempotency_key: IdemKey = None) -> Any:
+def add_messages(memory: MemoryName, body: AddMessages, p: Caller, svc: Svc, idempotency_key: IdemKey = None) -> Any:
     return _add(svc, p, memory, body, idempotency_key)
 
 
 @router.get("/{memory}/messages", response_model=Messages, summary="Stored messages, verbatim, by position")
 def list_messages(
-    memory: str, p: Caller, svc: Svc,
-    start: Annotated[int, Query(ge=1)] = 1,
-    end: Annotated[int | None, Query(ge=1)] = None,
+    memory: MemoryName, p: Caller, svc: Svc,
+    start: Annotated[int, Query(ge=1, le=MAX_POSITION, description="first position")] = 1,
+    end: Annotated[int | None, Query(ge=1, le=MAX_POSITION, description="last position (inclusive)")] = None,
 ) -> Messages:
     rows = svc.messages(p, memory, start, end)
     return Messages(memory=memory, messages=[
@@ -83,7 +92,7 @@ def list_messages(
 
 @router.delete("/{memory}/messages/{position}", response_model=MessageDeleted,
                summary="Delete one message; the others keep their positions, the summaries that described it are rewritten")
-def delete_message(memory: str, position: Annotated[int, Path(ge=1, le=2**62)], p: Caller, svc: Svc) -> MessageDeleted:
+def delete_message(memory: MemoryName, position: Annotated[int, Path(ge=1, le=MAX_POSITION)], p: Caller, svc: Svc) -> MessageDeleted:
     report = svc.delete_message(p, memory, position)
     data = dict(report.__dict__)
     data["usage"] = report.usage.model_dump()

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 
-from knowtree.server.deps import Caller, Svc, job_out
+from knowtree.server.deps import Caller, NodeId, Svc, TreeName, job_out
 from knowtree.server.models import (
     BuildRequest,
     Deleted,
@@ -23,9 +23,6 @@ from knowtree.server.problems import Problem
 from knowtree.server.uploads import save_uploads
 
 router = APIRouter(prefix="/v1/trees", tags=["trees"])
-
-TreeName = Annotated[str, "tree name"]
-
 
 # Reads of a cached tree are short, in-memory work: they run on the event loop (async) instead of
 # hopping to a worker thread. Anything that may call a model or write stays sync (thread pool).
@@ -59,7 +56,7 @@ def delete_document(
 
 
 @router.get("/{tree}/nodes/{node_id}", response_model=NodeView, summary="One node (id or prefix) and its children")
-async def node(tree: TreeName, node_id: str, p: Caller, svc: Svc) -> NodeView:
+async def node(tree: TreeName, node_id: NodeId, p: Caller, svc: Svc) -> NodeView:
     return svc.node_view(p, tree, node_id)
 
 
@@ -103,7 +100,8 @@ async def upload(
     svc.writable(p)
     svc.stored_name(p, tree)
     metadata = _meta(meta)
-    target, saved = await save_uploads(svc.upload_root(), {"files": files}, svc.config.max_upload_bytes)
+    target, saved = await save_uploads(svc.upload_root(), {"files": files}, svc.config.max_upload_bytes,
+                                       max_inflated=svc.config.inflate_cap)
     try:
         job = svc.submit_build(p, tree, saved.get("files", []), add=add, meta=metadata, uploads=target)
     except BaseException:

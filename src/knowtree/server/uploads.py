@@ -9,17 +9,23 @@ import uuid
 from pathlib import Path
 
 from fastapi import UploadFile
+from fastapi.concurrency import run_in_threadpool
 
+from knowtree.errors import InputError
+from knowtree.ingest.limits import InflateLimitError, check_zip, gzip_size
 from knowtree.server.problems import Problem
 
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"}
 
 
 async def save_uploads(
-    root: Path, groups: dict[str, list[UploadFile]], limit: int, suffixes: dict[str, set[str]] | None = None
+    root: Path, groups: dict[str, list[UploadFile]], limit: int, suffixes: dict[str, set[str]] | None = None,
+    *, max_inflated: int | None = None,
 ) -> tuple[Path, dict[str, list[str]]]:
     """Save each group's files (`{"files": [...]}` or, for a knowledge base, issues/docs/...) in a new
-    folder under `root`; returns the folder and each group's saved paths. Nothing is left on an error."""
+    folder under `root`; returns the folder and each group's saved paths. A compressed file (.gz, a
+    DOCX) must inflate to at most `max_inflated` bytes (default: `limit`): 413 naming it, else.
+    Nothing is left on an error."""
     target = root / uuid.uuid4().hex
     saved: dict[str, list[str]] = {}
     try:
@@ -38,11 +44,27 @@ async def save_uploads(
                         if size > limit:
                             raise Problem(413, f"{name!r} is over the upload limit of {limit:,} bytes")
                         out.write(chunk)
+                await run_in_threadpool(_check_inflated, path, name, max_inflated or limit)
                 saved.setdefault(group, []).append(str(path))
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
     return target, saved
+
+
+def _check_inflated(path: Path, name: str, cap: int) -> None:
+    """A compressed upload is inflated once, in bounded steps and without keeping it, so a bomb is
+    refused now (413), not by the build job that would read it."""
+    lower = name.lower()
+    try:
+        if lower.endswith(".gz"):
+            gzip_size(str(path), cap)
+        elif lower.endswith(".docx"):
+            check_zip(str(path), cap)
+    except InflateLimitError as exc:
+        raise Problem(413, f"{name!r}: {exc.reason}") from None
+    except InputError as exc:  # named by the file name the caller knows, not the server's path
+        raise Problem(422, f"{name!r}: {exc.reason}") from None
 
 
 def safe_name(raw: str, suffixes: set[str] = UPLOAD_SUFFIXES) -> str:

@@ -306,7 +306,7 @@ class SQLiteStore:
         rows = self._query(
             "SELECT position, role, name, content, timestamp, time, session, source_id, attachment, node_id"
             " FROM messages WHERE tree = ? AND position >= ? AND position < ? ORDER BY position",
-            (name, start, end if end is not None else 2**62),
+            (name, _sql_int(start), _sql_int(end) if end is not None else 2**62),
         )
         return [dict(zip(MESSAGE_KEYS, r, strict=True)) for r in rows]
 
@@ -450,3 +450,8 @@ class SQLiteStore:
         """`fn(connection)` in one write transaction (rolled back if it raises)."""
         with self._tx() as c:
             return fn(c)
+
+
+def _sql_int(n: int) -> int:
+    """`n` within SQLite's integer range (a bound past it means "no bound"; binding it would raise)."""
+    return max(-(2**63), min(n, 2**63 - 1))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
 _ENV_PREFIXES = ("KNOWTREE_", "OPENAI_", "ANTHROPIC_")
@@ -181,3 +182,18 @@ def tiny_tv_kb(
         "rules": str(tmp_path / "r.toml"),
     }
 
+
+
+@pytest.fixture
+def cli() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(cli: CliRunner, *args: str, code: int = 0) -> str:
+    """`knowtree ARGS` through the typer app; asserts the exit code and returns stdout (stderr when
+    `code` is not 0)."""
+    from knowtree.cli.app import app
+
+    result = cli.invoke(app, list(args))
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    return result.stdout if code == 0 else result.stderr

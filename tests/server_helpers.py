@@ -81,8 +81,13 @@ def start_server(tmp_path: Path, port: int, delay: float = 0.25) -> subprocess.P
          str(tmp_path / "calls.log"), str(delay)],
         env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.err", "ab"),  # noqa: SIM115
     )
-    # a server that exits fails at once; one still starting gets 2 minutes (30 s was not enough for
-    # the import on a 2-core machine busy with a model job)
+    return _healthy(proc, port, tmp_path / "server.err")
+
+
+def _healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`proc` once it answers /v1/health on `port`. A server that exits fails at once; one still
+    starting gets 2 minutes (30 s was not enough for the import on a 2-core machine busy with a model
+    job). A failure is raised with the end of the server's `log`."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -94,7 +99,7 @@ def start_server(tmp_path: Path, port: int, delay: float = 0.25) -> subprocess.P
     proc.kill()
     proc.wait(10)
     why = "did not answer /v1/health in 120 s" if code is None else f"exited with {code}"
-    raise AssertionError(f"server {why}: " + (tmp_path / "server.err").read_text())
+    raise AssertionError(f"server {why}: " + log.read_text()[-2000:])
 
 
 def serve_cli(tmp_path: Path, port: int, *args: str, model: str = "slow:0.3") -> subprocess.Popen[bytes]:
@@ -108,16 +113,7 @@ def serve_cli(tmp_path: Path, port: int, *args: str, model: str = "slow:0.3") ->
          "--db", str(tmp_path / "kb.db"), "--model", model, "--allow-root", str(tmp_path), *args],
         env=env, stdout=log, stderr=log, cwd=tmp_path,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    proc.wait(10)
-    raise AssertionError(f"server did not start: {(tmp_path / f'serve{port}.log').read_text()[-2000:]}")
+    return _healthy(proc, port, tmp_path / f"serve{port}.log")
 
 
 def stop(*procs: subprocess.Popen[bytes]) -> None:

@@ -12,25 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner
 
-from knowtree.cli.app import app
+from conftest import invoke as run
 from knowtree.core import KnowTree
 from pdf_maker import filler, make_pdf, with_outline
 
 KW = ("--model", "keyword")
-
-
-@pytest.fixture
-def cli() -> CliRunner:
-    return CliRunner()
-
-
-def run(cli: CliRunner, *args: str, code: int = 0) -> str:
-    result = cli.invoke(app, list(args))
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    return result.stdout if code == 0 else result.stderr
 
 
 def nodes_of(db: str, tree: str) -> tuple[str, dict[str, Any]]:

@@ -13,19 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from knowtree.cli.app import app
+from conftest import invoke as run
 from knowtree.core import KnowTree
-
-
-@pytest.fixture
-def cli() -> CliRunner:
-    return CliRunner()
-
-
-def run(cli: CliRunner, *args: str, code: int = 0) -> str:
-    result = cli.invoke(app, list(args))
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    return result.stdout if code == 0 else result.stderr
 
 
 def show(cli: CliRunner, tree: str, db: str = "kb.db") -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import platform
-import sqlite3
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import UserError
+from knowtree.store.portable import sqlite_version
 from knowtree_eval.base import MethodParams
 from knowtree_eval.datasets import Case, Dataset, default_pages_path, load_dataset
 from knowtree_eval.execute import execute
@@ -57,7 +57,7 @@ def versions() -> dict[str, str]:
     out = {
         "knowtree": kt,
         "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
+        "sqlite": sqlite_version(),
         "platform": platform.platform(),
     }
     from importlib.metadata import PackageNotFoundError, version

@@ -19,15 +19,15 @@ import hashlib
 import json
 import math
 import re
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knowtree.errors import StoreError, UserError
-from knowtree.store.migrations import INDEX_NAME, create_lexical_index
+from knowtree.errors import UserError
+from knowtree.store.flatindex import LexicalTable, LexRow
+from knowtree.store.migrations import INDEX_NAME
 from knowtree.text import QUERY_STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -99,14 +99,6 @@ def check_index_name(name: str) -> None:
         raise UserError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
 
 
-def connect(path: str) -> sqlite3.Connection:
-    """An autocommit connection for an index file (WAL, so readers never block the writer) or ":memory:"."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    if path != ":memory:":
-        conn.execute("PRAGMA journal_mode = WAL")
-    return conn
-
-
 class LexicalIndex:
     """BM25 search over passages, stored in an SQLite FTS5 table.
 
@@ -129,15 +121,11 @@ class LexicalIndex:
         self.path = str(path)
         self.name = name
         self.stopwords = stopwords
-        try:
-            self._conn = connect(self.path)
-            self._table = create_lexical_index(self._conn, name)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open a lexical index there ({exc})") from exc
+        self._rows = LexicalTable(self.path, name)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
-        self._conn.close()
+        self._rows.close()
 
     def __enter__(self) -> LexicalIndex:
         return self
@@ -146,37 +134,23 @@ class LexicalIndex:
         self.close()
 
     def __len__(self) -> int:
-        return int(self._conn.execute(f"SELECT COUNT(*) FROM {self._table}").fetchone()[0])
+        return self._rows.count()
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, passages: Iterable[PassageLike]) -> int:
         """Index passages; a passage whose id is already indexed replaces the old one. Returns the count."""
-        rows = []
+        rows: list[LexRow] = []
         for p in passages:
             pid, text, doc, meta = unpack(p)
             rows.append((pid, doc, text, json.dumps(meta, ensure_ascii=False, default=str)))
         if not rows:
             return 0
-        c = self._conn
-        c.execute("BEGIN")
-        try:
-            existing = {r[0] for r in c.execute(f"SELECT pid FROM {self._table}")} if len(self) else set()
-            replaced = [(r[0],) for r in rows if r[0] in existing]
-            if replaced:
-                c.executemany(f"DELETE FROM {self._table} WHERE pid = ?", replaced)
-            # within one batch, the last passage with an id wins
-            unique = list({r[0]: r for r in rows}.values())
-            c.executemany(f"INSERT INTO {self._table}(pid, doc, body, meta) VALUES (?, ?, ?, ?)", unique)
-            c.execute("DELETE FROM lexical_indexes WHERE name = ?", (self.name,))  # contents changed
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+        unique = list({r[0]: r for r in rows}.values())  # within one batch, the last passage with an id wins
+        self._rows.put(unique)
         return len(unique)
 
     def clear(self) -> None:
-        self._conn.execute(f"DELETE FROM {self._table}")
-        self._conn.execute("DELETE FROM lexical_indexes WHERE name = ?", (self.name,))
+        self._rows.clear()
 
     def ensure(self, passages: Sequence[PassageLike], fp: str | None = None) -> bool:
         """Make the index hold exactly `passages`; a no-op when a file index already does.
@@ -185,17 +159,11 @@ class LexicalIndex:
         that has not changed since the last run.
         """
         fp = fp or fingerprint(passages)
-        row = self._conn.execute(
-            "SELECT fingerprint FROM lexical_indexes WHERE name = ?", (self.name,)
-        ).fetchone()
-        if row and row[0] == fp:
+        if self._rows.fingerprint() == fp:
             return False
         self.clear()
         count = self.add(passages)
-        self._conn.execute(
-            "INSERT OR REPLACE INTO lexical_indexes(name, fingerprint, passages) VALUES (?, ?, ?)",
-            (self.name, fp, count),
-        )
+        self._rows.register(fp, count)
         return True
 
     # -- reading -------------------------------------------------------------------------------
@@ -210,46 +178,30 @@ class LexicalIndex:
         if k <= 0:
             return []
         terms = query_terms(query, stopwords=self.stopwords)
-        if not terms:
+        if not terms or (docs is not None and not docs):
             return []
-        sql = f"SELECT pid, bm25({self._table}) AS s FROM {self._table} WHERE {self._table} MATCH ?"
-        args: list[object] = [match_expression(terms)]
-        if docs is not None:
-            if not docs:
-                return []
-            sql += f" AND doc IN ({','.join('?' * len(docs))})"
-            args.extend(docs)
-        sql += " ORDER BY s, rowid LIMIT ?"
-        args.append(k)
-        try:
-            rows = self._conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError as exc:  # should not happen: every term is quoted
-            raise StoreError(f"lexical search failed for {query[:80]!r} ({exc})") from exc
-        return [(str(r[0]), -float(r[1])) for r in rows]
+        return [(pid, -score) for pid, score in self._rows.search(match_expression(terms), k, docs)]
 
     def get(self, pid: str) -> Passage | None:
-        row = self._conn.execute(
-            f"SELECT pid, body, doc, meta FROM {self._table} WHERE pid = ?", (pid,)
-        ).fetchone()
-        if row is None:
-            return None
-        return Passage(id=row[0], text=row[1], doc=row[2], meta=json.loads(row[3] or "{}"))
+        row = self._rows.get(pid)
+        return _passage(row) if row is not None else None
 
     def passages(self) -> list[Passage]:
         """Every indexed passage, in indexing order, read in one query."""
-        rows = self._conn.execute(f"SELECT pid, body, doc, meta FROM {self._table} ORDER BY rowid").fetchall()
-        return [Passage(id=r[0], text=r[1], doc=r[2], meta=json.loads(r[3] or "{}")) for r in rows]
+        return [_passage(r) for r in self._rows.rows()]
 
     def version(self) -> tuple[int, int, int]:
         """(passages, largest rowid, total text length): changes when passages are added, replaced or
         removed (a replaced passage gets a new rowid), so a caller can tell a fit is stale."""
-        row = self._conn.execute(
-            f"SELECT COUNT(*), COALESCE(MAX(rowid), 0), COALESCE(SUM(LENGTH(body)), 0) FROM {self._table}"
-        ).fetchone()
-        return int(row[0]), int(row[1]), int(row[2])
+        return self._rows.version()
 
     def __iter__(self) -> Iterator[str]:
-        return (str(r[0]) for r in self._conn.execute(f"SELECT pid FROM {self._table} ORDER BY rowid"))
+        return self._rows.ids()
+
+
+def _passage(row: LexRow) -> Passage:
+    pid, doc, body, meta = row
+    return Passage(id=pid, text=body, doc=doc, meta=json.loads(meta or "{}"))
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")

@@ -12,15 +12,13 @@ sizes knowtree stores per tree or per evaluation corpus. Same shape as `LexicalI
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowtree.errors import StoreError
-from knowtree.retrieve.bm25 import PassageLike, check_index_name, connect, fingerprint, unpack
+from knowtree.retrieve.bm25 import PassageLike, check_index_name, fingerprint, unpack
 from knowtree.retrieve.embed import Embedder, get_embedder
-from knowtree.store.migrations import create_vector_index
+from knowtree.store.flatindex import VectorTable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,14 +43,10 @@ class VectorIndex:
         self._matrix: np.ndarray | None = None
         self._ids: list[str] = []
         self._docs: list[str] = []
-        try:
-            self._conn = connect(self.path)
-            self._table = create_vector_index(self._conn, name)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open a vector index there ({exc})") from exc
+        self._rows = VectorTable(self.path, name)
 
     def close(self) -> None:
-        self._conn.close()
+        self._rows.close()
 
     def __enter__(self) -> VectorIndex:
         return self
@@ -61,7 +55,7 @@ class VectorIndex:
         self.close()
 
     def __len__(self) -> int:
-        return int(self._conn.execute(f"SELECT COUNT(*) FROM {self._table}").fetchone()[0])
+        return self._rows.count()
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, passages: Iterable[PassageLike]) -> int:
@@ -78,40 +72,22 @@ class VectorIndex:
                 (pid, unpacked[pid][0], self.embedder.id, vec.tobytes())
                 for pid, vec in zip(part, vectors, strict=True)
             )
-        c = self._conn
-        c.execute("BEGIN")
-        try:
-            c.executemany(
-                f"INSERT OR REPLACE INTO {self._table}(pid, doc, embedder, vec) VALUES (?, ?, ?, ?)", rows
-            )
-            c.execute("DELETE FROM vector_indexes WHERE name = ?", (self.name,))
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+        self._rows.put(rows)
         self._matrix = None
         return len(rows)
 
     def clear(self) -> None:
-        self._conn.execute(f"DELETE FROM {self._table}")
-        self._conn.execute("DELETE FROM vector_indexes WHERE name = ?", (self.name,))
+        self._rows.clear()
         self._matrix = None
 
     def ensure(self, passages: Sequence[PassageLike], fp: str | None = None) -> bool:
         """Make the index hold exactly `passages` embedded by this embedder; no-op when it already does."""
         fp = fp or fingerprint(passages)
-        row = self._conn.execute(
-            "SELECT fingerprint, embedder FROM vector_indexes WHERE name = ?", (self.name,)
-        ).fetchone()
-        if row and row[0] == fp and row[1] == self.embedder.id:
+        if self._rows.registered() == (fp, self.embedder.id):
             return False
         self.clear()
         count = self.add(passages)
-        self._conn.execute(
-            "INSERT OR REPLACE INTO vector_indexes(name, fingerprint, embedder, dim, passages)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (self.name, fp, self.embedder.id, self.embedder.dim, count),
-        )
+        self._rows.register(fp, self.embedder.id, self.embedder.dim, count)
         return True
 
     # -- reading -------------------------------------------------------------------------------
@@ -119,10 +95,7 @@ class VectorIndex:
         import numpy as np
 
         if self._matrix is None:
-            rows = self._conn.execute(
-                f"SELECT pid, doc, vec FROM {self._table} WHERE embedder = ? ORDER BY rowid",
-                (self.embedder.id,),
-            ).fetchall()
+            rows = self._rows.rows(self.embedder.id)
             self._ids = [r[0] for r in rows]
             self._docs = [r[1] for r in rows]
             dim = self.embedder.dim

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError, UserError
-from knowtree.store import SQLiteStore
+from knowtree.store import SQLStore, tenants
 from knowtree.store.names import SEPARATOR, TENANT_RE, name_for
+from knowtree.store.tenants import KeyInfo
 
 LOCAL = "local"
 
@@ -49,24 +50,14 @@ class Principal:
 LOCAL_PRINCIPAL = Principal(tenant=LOCAL, admin=True)
 
 
-@dataclass(frozen=True)
-class KeyInfo:
-    id: str
-    tenant: str
-    label: str
-    read_only: bool
-    created: str
-    revoked_at: str | None
-
-
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 class KeyStore:
-    """API keys in the knowtree database (tables from the server migration)."""
+    """API keys in the knowtree database (tables from the server migration; SQL in store/tenants.py)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLStore) -> None:
         self.store = store
 
     def create(self, tenant: str, *, label: str = "", read_only: bool = False) -> tuple[str, KeyInfo]:
@@ -76,43 +67,27 @@ class KeyStore:
                 f"tenant {tenant!r}: use 1-32 lowercase letters, digits, '-' or '_' (and not {LOCAL!r})"
             )
         key = "kt_" + secrets.token_urlsafe(32)
-        key_id = uuid.uuid4().hex[:12]
-        now = _now()
-        with self.store.transaction() as c:
-            c.execute("INSERT OR IGNORE INTO tenants(name, created) VALUES (?, ?)", (tenant, now))
-            c.execute(
-                "INSERT INTO api_keys(id, tenant, key_hash, label, read_only, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (key_id, tenant, hash_key(key), label, int(read_only), now),
-            )
-        return key, KeyInfo(key_id, tenant, label, read_only, now, None)
+        info = KeyInfo(uuid.uuid4().hex[:12], tenant, label, read_only, _now(), None)
+        tenants.add_key(self.store, hash_key(key), info)
+        return key, info
 
     def list(self, tenant: str | None = None) -> list[KeyInfo]:
-        sql = "SELECT id, tenant, label, read_only, created, revoked_at FROM api_keys"
-        args: tuple[object, ...] = ()
-        if tenant:
-            sql += " WHERE tenant = ?"
-            args = (tenant,)
-        rows = self.store.query(sql + " ORDER BY created, id", args)
-        return [KeyInfo(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
+        return tenants.list_keys(self.store, tenant)
 
     def revoke(self, key_id: str) -> KeyInfo:
         """Revoke a key (revoking it again keeps the first revocation time)."""
-        with self.store.transaction() as c:
-            c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id))
+        tenants.revoke_key(self.store, key_id, _now())
         found = [k for k in self.list() if k.id == key_id]
         if not found:
             raise NotFoundError(f"no API key with id {key_id!r}")
         return found[0]
 
     def active_count(self) -> int:
-        return int(self.store.query("SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL")[0][0])
+        return tenants.active_key_count(self.store)
 
     def verify(self, key: str) -> Principal | None:
         """The principal of a valid, unrevoked key; None otherwise."""
-        rows = self.store.query(
-            "SELECT id, tenant, read_only, revoked_at FROM api_keys WHERE key_hash = ?", (hash_key(key),)
-        )
-        if not rows or rows[0][3] is not None:
+        info = tenants.key_by_hash(self.store, hash_key(key))
+        if info is None or info.revoked_at is not None:
             return None
-        key_id, tenant, read_only, _ = rows[0]
-        return Principal(tenant=tenant, key_id=key_id, read_only=bool(read_only))
+        return Principal(tenant=info.tenant, key_id=info.id, read_only=info.read_only)

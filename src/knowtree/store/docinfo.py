@@ -6,21 +6,17 @@ Only the store's public methods (`transaction`, `query`, `update_node_meta`) are
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError
 from knowtree.records import DocInfo, ExpertNote
-from knowtree.store.sqlite import SQLiteStore
-
-__all__ = ["DocInfo", "ExpertNote"]
+from knowtree.store.portable import now, stored_order
+from knowtree.store.protocol import SQLStore
 from knowtree.types import Node, NodeMeta
 
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+__all__ = ["DocInfo", "ExpertNote"]
 
 
-def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
+def save_doc_infos(store: SQLStore, tree: str, infos: list[DocInfo]) -> None:
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
         c.executemany(
@@ -41,39 +37,42 @@ def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
         )
 
 
-def doc_infos(store: SQLiteStore, tree: str) -> list[DocInfo]:
+def doc_infos(store: SQLStore, tree: str) -> list[DocInfo]:
     rows = store.query(
-        "SELECT path, node_id, description, meta_json, pages, source FROM doc_info WHERE tree = ? ORDER BY rowid",
+        "SELECT path, node_id, description, meta_json, pages, source FROM doc_info WHERE tree = ?"
+        f" ORDER BY {stored_order(store)}",
         (tree,),
     )
     return [DocInfo(r[0], r[1], r[2], json.loads(r[3] or "{}"), r[4], r[5]) for r in rows]
 
 
-def delete_doc_infos(store: SQLiteStore, tree: str) -> None:
+def delete_doc_infos(store: SQLStore, tree: str) -> None:
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
 
 
-def update_node_meta(store: SQLiteStore, tree: str, node: Node, meta: NodeMeta) -> None:
+def update_node_meta(store: SQLStore, tree: str, node: Node, meta: NodeMeta) -> None:
     """Keep metadata computed after the build (a lazy summary) with the node, and in the FTS index."""
     store.update_node_meta(tree, node, meta)
 
 
 # -- expert notes ----------------------------------------------------------------------------------
-def add_expert(store: SQLiteStore, scope: str, text: str) -> ExpertNote:
+def add_expert(store: SQLStore, scope: str, text: str) -> ExpertNote:
     text = " ".join(text.split())
     if not text:
         from knowtree.errors import UserError
 
         raise UserError("an expert note needs some text")
-    created = _now()
+    created = now()
     with store.transaction() as c:
-        cur = c.execute("INSERT INTO experts(scope, text, created) VALUES (?, ?, ?)", (scope, text, created))
-        note_id = int(cur.lastrowid or 0)
+        row = c.execute(
+            "INSERT INTO experts(scope, text, created) VALUES (?, ?, ?) RETURNING id", (scope, text, created)
+        ).fetchone()
+        note_id = int(row[0])
     return ExpertNote(note_id, scope, text, created)
 
 
-def list_experts(store: SQLiteStore, scope: str | None = None) -> list[ExpertNote]:
+def list_experts(store: SQLStore, scope: str | None = None) -> list[ExpertNote]:
     if scope is None:
         rows = store.query("SELECT id, scope, text, created FROM experts ORDER BY id")
     else:
@@ -83,7 +82,7 @@ def list_experts(store: SQLiteStore, scope: str | None = None) -> list[ExpertNot
     return [ExpertNote(*r) for r in rows]
 
 
-def remove_expert(store: SQLiteStore, note_id: int) -> None:
+def remove_expert(store: SQLStore, note_id: int) -> None:
     with store.transaction() as c:
         if not c.execute("SELECT 1 FROM experts WHERE id = ?", (note_id,)).fetchone():
             raise NotFoundError(f"no expert note with id {note_id} in {store.path}")

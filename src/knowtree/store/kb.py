@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from knowtree.errors import NotFoundError, UserError
 from knowtree.records import KBChunk, KBCluster, KBIssue, KBRaw, KBRecord, KBTheme
+from knowtree.store.portable import now as _now
+from knowtree.store.portable import stored_order, upsert
+from knowtree.store.protocol import SQLStore
 from knowtree.store.rows import in_batches
-from knowtree.store.sqlite import SQLiteStore
 
 __all__ = ["KBChunk", "KBCluster", "KBIssue", "KBRaw", "KBRecord", "KBTheme"]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+_KEY = ("kb", "id")
+_ISSUE_COLUMNS = (
+    "kb", "id", "kind", "parent", "cluster_id", "position", "title", "meta_json", "solution_json", "status",
+    "compliance_json",
+)  # fmt: skip
 
 
 # -- writing -------------------------------------------------------------------------------
-def create_kb(store: SQLiteStore, record: KBRecord, *, replace: bool = False) -> None:
+def create_kb(store: SQLStore, record: KBRecord, *, replace: bool = False) -> None:
     """Register a KB; an existing one is kept unless `replace` (then its rows are deleted)."""
     now = _now()
     with store.transaction() as c:
@@ -56,7 +60,7 @@ def create_kb(store: SQLiteStore, record: KBRecord, *, replace: bool = False) ->
 
 
 def save_parts(
-    store: SQLiteStore,
+    store: SQLStore,
     kb: str,
     *,
     raw: Sequence[KBRaw] = (),
@@ -68,22 +72,21 @@ def save_parts(
     """Insert or update rows of a KB, all in one transaction."""
     with store.transaction() as c:
         c.executemany(
-            "INSERT OR REPLACE INTO kb_raw_issues(kb, id, text, timestamp, cluster_id, issue_id, added)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            upsert(
+                "kb_raw_issues", ("kb", "id", "text", "timestamp", "cluster_id", "issue_id", "added"), _KEY
+            ),
             [(kb, r.id, r.text, r.timestamp, r.cluster_id, r.issue_id, _now()) for r in raw],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO kb_themes(kb, id, name) VALUES (?, ?, ?)",
+            upsert("kb_themes", ("kb", "id", "name"), _KEY),
             [(kb, t.id, t.name) for t in themes],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO kb_clusters(kb, id, theme_id, seed_raw_id, centroid, size)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            upsert("kb_clusters", ("kb", "id", "theme_id", "seed_raw_id", "centroid", "size"), _KEY),
             [(kb, x.id, x.theme_id, x.seed_raw_id, x.centroid, x.size) for x in clusters],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO kb_issues(kb, id, kind, parent, cluster_id, position, title, meta_json,"
-            " solution_json, status, compliance_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            upsert("kb_issues", _ISSUE_COLUMNS, _KEY),
             [
                 (
                     kb,
@@ -102,15 +105,14 @@ def save_parts(
             ],
         )
         c.executemany(
-            "INSERT OR REPLACE INTO kb_chunks(kb, id, doc_id, source, path_json, text, context)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            upsert("kb_chunks", ("kb", "id", "doc_id", "source", "path_json", "text", "context"), _KEY),
             [(kb, h.id, h.doc_id, h.source, json.dumps(h.path), h.text, h.context) for h in chunks],
         )
         c.execute("UPDATE kbs SET updated = ? WHERE name = ?", (_now(), kb))
 
 
 def save_solution(
-    store: SQLiteStore,
+    store: SQLStore,
     kb: str,
     issue_id: str,
     solution: dict[str, Any] | None,
@@ -130,7 +132,7 @@ def save_solution(
         )
 
 
-def mark_stale(store: SQLiteStore, kb: str, issue_ids: Sequence[str]) -> None:
+def mark_stale(store: SQLStore, kb: str, issue_ids: Sequence[str]) -> None:
     """Solutions to re-ground (new documents touch them): kept, but marked `stale` until regenerated."""
     with store.transaction() as c:
         c.executemany(
@@ -139,7 +141,7 @@ def mark_stale(store: SQLiteStore, kb: str, issue_ids: Sequence[str]) -> None:
         )
 
 
-def set_rules(store: SQLiteStore, kb: str, rules: list[dict[str, Any]]) -> int:
+def set_rules(store: SQLStore, kb: str, rules: list[dict[str, Any]]) -> int:
     """Replace a KB's domain rules; every stored solution is kept but marked `stale` (checked under
     the old rules, it is regenerated at its next ask). Returns how many were marked."""
     kb_record(store, kb)  # fails clearly when the KB does not exist
@@ -153,7 +155,7 @@ def set_rules(store: SQLiteStore, kb: str, rules: list[dict[str, Any]]) -> int:
     return int(marked)
 
 
-def delete_kb(store: SQLiteStore, name: str) -> None:
+def delete_kb(store: SQLStore, name: str) -> None:
     kb_record(store, name)
     with store.transaction() as c:
         for table in ("kb_raw_issues", "kb_themes", "kb_clusters", "kb_issues", "kb_chunks"):
@@ -162,11 +164,11 @@ def delete_kb(store: SQLiteStore, name: str) -> None:
 
 
 # -- reading -------------------------------------------------------------------------------
-def kb_names(store: SQLiteStore) -> list[str]:
+def kb_names(store: SQLStore) -> list[str]:
     return [r[0] for r in store.query("SELECT name FROM kbs ORDER BY name")]
 
 
-def kb_record(store: SQLiteStore, name: str) -> KBRecord:
+def kb_record(store: SQLStore, name: str) -> KBRecord:
     rows = store.query(
         "SELECT name, domain, attributes_json, rules_json, settings_json, model, created, updated"
         " FROM kbs WHERE name = ?",
@@ -179,31 +181,37 @@ def kb_record(store: SQLiteStore, name: str) -> KBRecord:
     return KBRecord(r[0], r[1], json.loads(r[2]), json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7])
 
 
-def load_raw(store: SQLiteStore, kb: str) -> list[KBRaw]:
+def load_raw(store: SQLStore, kb: str) -> list[KBRaw]:
     rows = store.query(
-        "SELECT id, text, timestamp, cluster_id, issue_id FROM kb_raw_issues WHERE kb = ? ORDER BY rowid",
+        "SELECT id, text, timestamp, cluster_id, issue_id FROM kb_raw_issues WHERE kb = ?"
+        f" ORDER BY {stored_order(store)}",
         (kb,),
     )
     return [KBRaw(*r) for r in rows]
 
 
-def load_themes(store: SQLiteStore, kb: str) -> list[KBTheme]:
+def load_themes(store: SQLStore, kb: str) -> list[KBTheme]:
     return [
-        KBTheme(*r) for r in store.query("SELECT id, name FROM kb_themes WHERE kb = ? ORDER BY rowid", (kb,))
+        KBTheme(*r)
+        for r in store.query(
+            f"SELECT id, name FROM kb_themes WHERE kb = ? ORDER BY {stored_order(store)}", (kb,)
+        )
     ]
 
 
-def load_clusters(store: SQLiteStore, kb: str) -> list[KBCluster]:
+def load_clusters(store: SQLStore, kb: str) -> list[KBCluster]:
     rows = store.query(
-        "SELECT id, theme_id, seed_raw_id, centroid, size FROM kb_clusters WHERE kb = ? ORDER BY rowid", (kb,)
+        "SELECT id, theme_id, seed_raw_id, centroid, size FROM kb_clusters WHERE kb = ?"
+        f" ORDER BY {stored_order(store)}",
+        (kb,),
     )
     return [KBCluster(*r) for r in rows]
 
 
-def load_issues(store: SQLiteStore, kb: str) -> list[KBIssue]:
+def load_issues(store: SQLStore, kb: str) -> list[KBIssue]:
     rows = store.query(
         "SELECT id, kind, parent, cluster_id, title, meta_json, position, solution_json, status, compliance_json"
-        " FROM kb_issues WHERE kb = ? ORDER BY rowid",
+        f" FROM kb_issues WHERE kb = ? ORDER BY {stored_order(store)}",
         (kb,),
     )
     return [
@@ -226,10 +234,10 @@ def load_issues(store: SQLiteStore, kb: str) -> list[KBIssue]:
 _CHUNK_ROWS = "SELECT id, doc_id, source, path_json, text, context FROM kb_chunks WHERE kb = ?"
 
 
-def load_chunks(store: SQLiteStore, kb: str, ids: Sequence[str] | None = None) -> list[KBChunk]:
+def load_chunks(store: SQLStore, kb: str, ids: Sequence[str] | None = None) -> list[KBChunk]:
     """Every chunk of the KB in stored order, or only those of `ids` (in that order; unknown ids left out)."""
     if ids is None:
-        return [_chunk(r) for r in store.query(_CHUNK_ROWS + " ORDER BY rowid", (kb,))]
+        return [_chunk(r) for r in store.query(_CHUNK_ROWS + f" ORDER BY {stored_order(store)}", (kb,))]
     wanted = list(dict.fromkeys(ids))
     found: dict[str, KBChunk] = {}
     for part, marks in in_batches(wanted):

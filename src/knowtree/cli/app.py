@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli import admin, chat, docs, doctor, expert, kb, keys, model, serve, trees
+from knowtree.cli import admin, chat, db_copy, docs, doctor, expert, kb, keys, model, serve, trees
 from knowtree.cli.eval import eval_command
 
 app = typer.Typer(
@@ -71,6 +71,10 @@ app.add_typer(expert.expert_app, name="expert")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(kb.kb_app, name="kb")
 app.add_typer(model.model_app, name="model")
+# the `db` group: moving data between stores (copy)
+db_app = typer.Typer(no_args_is_help=True, help="The database: copy a store into another.")
+db_app.command("copy")(db_copy.copy_command)
+app.add_typer(db_app, name="db")
 
 
 def main() -> None:

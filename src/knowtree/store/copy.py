@@ -17,6 +17,7 @@ way), verified.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,23 +85,29 @@ def copy_store(
                 f"the destination has no table {table.name!r}: is it a knowtree database of this version?"
             )
         columns = tuple(c for c in table.columns if c in target.columns)
-        plan.append(Table(table.name, columns, table.key, table.rowid))
+        plan.append(Table(table.name, columns, table.key, table.rowid, table.by_content))
     for table in plan:
         tr = TableReport(table.name)
         report.tables.append(tr)
+        held = _contents(dst, table, batch) if table.by_content else None
         for rows in _stored_batches(src, table, batch):
             if budget[0] is not None:
                 if budget[0] <= 0:
                     report.complete = False
                     return report
                 budget[0] -= 1
-            tr.written += _write_batch(dst, table, rows)
+            tr.written += (
+                _write_new(dst, table, rows, held) if held is not None else _write_batch(dst, table, rows)
+            )
             if progress is not None:
                 progress(table.name, tr.written)
     _after_copy(dst, plan)
     for tr, table in zip(report.tables, plan, strict=True):
         tr.source_rows, tr.source_hash = table_hash(src, table, batch=batch)
-        tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
+        if table.by_content:
+            tr.dest_rows, tr.dest_hash = _content_hash(dst, table, src, batch)
+        else:
+            tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
     return report
 
 
@@ -126,6 +133,47 @@ def _stored_batches(store: Any, table: Table, size: int) -> Iterator[list[tuple]
             return
 
 
+def _digest(table: Table, row: Sequence[object]) -> bytes:
+    return hashlib.sha256(encode_row(normal_row(table.columns, row))).digest()
+
+
+def _contents(store: Any, table: Table, batch: int) -> Counter[bytes]:
+    """The digests of a BY_CONTENT table's rows (with how many rows have each)."""
+    return Counter(_digest(table, row) for rows in _batches(store, table, batch) for row in rows)
+
+
+def _write_new(dst: Any, table: Table, rows: list[tuple], held: Counter[bytes]) -> int:
+    """Write the rows of a BY_CONTENT table that the destination does not hold yet (an equal row
+    counts once), numbered by the destination."""
+    new = []
+    for row in rows:
+        d = _digest(table, row)
+        if held[d] > 0:
+            held[d] -= 1
+        else:
+            new.append(row)
+    if new:
+        cols = ", ".join(table.columns)
+        marks = ", ".join("?" * len(table.columns))
+        dst.write(lambda c: c.executemany(f"INSERT INTO {table.name}({cols}) VALUES ({marks})", new))
+    return len(new)
+
+
+def _content_hash(dst: Any, table: Table, src: Any, batch: int) -> tuple[int, str]:
+    """(rows, sha256) of the destination's rows equal to the source's, in the source's order."""
+    held = _contents(dst, table, batch)
+    h = hashlib.sha256()
+    count = 0
+    for rows in _batches(src, table, batch):
+        for row in rows:
+            d = _digest(table, row)
+            if held[d] > 0:
+                held[d] -= 1
+                h.update(encode_row(normal_row(table.columns, row)))
+                count += 1
+    return count, h.hexdigest()
+
+
 def _order(store: Any, table: Table) -> tuple[str, str]:
     """(ORDER BY clause, keyset WHERE clause) of a table's key on `store`, text keys in byte order."""
     collate = text_key_collation(store)
@@ -138,8 +186,10 @@ def _batches(
     store: Any, table: Table, size: int, columns: Sequence[str] | None = None
 ) -> Iterator[list[tuple]]:
     """The table's rows (its `columns`, the copied ones by default) in key order, `size` at a time."""
-    cols = ", ".join(columns or table.columns)
+    wanted = list(columns or table.columns)
+    cols = ", ".join([*table.key, *wanted])
     order, after = _order(store, table)
+    nkey = len(table.key)
     last: tuple[object, ...] | None = None
     while True:
         where = f" WHERE {after}" if last is not None else ""
@@ -147,8 +197,8 @@ def _batches(
         rows = store.query(sql, last or ())
         if not rows:
             return
-        yield rows
-        last = table.key_of(rows[-1]) if columns is None else tuple(rows[-1][: len(table.key)])
+        yield [tuple(r[nkey:]) for r in rows]
+        last = tuple(rows[-1][:nkey])
         if len(rows) < size:
             return
 
@@ -218,25 +268,21 @@ def table_hash(store: Any, table: Table, *, keys_of: Any = None, batch: int = BA
 
 
 def _after_copy(dst: Any, tables: Sequence[Table]) -> None:
-    """What the destination derives from copied rows: SQLite's full-text rows (rebuilt), a
-    PostgreSQL sequence behind a copied integer key (moved past the largest copied value)."""
+    """What the destination derives from copied rows: its full-text rows (rebuilt for every tree),
+    a PostgreSQL sequence behind a copied integer column (moved past the largest copied value)."""
+    from knowtree.store.derived import rebuild_search
+
     if dialect_of(dst) == "postgresql":
         dst.write(lambda c: _advance_sequences(c, tables))
-        rebuild = getattr(dst, "rebuild_search", None)
-        if callable(rebuild):
-            rebuild()
-        return
-    from knowtree.store.rows import rebuild_fts
-
     trees = (
         [r[0] for r in dst.query("SELECT name FROM trees")] if any(t.name == "nodes" for t in tables) else []
     )
-    dst.write(lambda c: rebuild_fts(c, trees))
+    rebuild_search(dst, trees)
 
 
 def _advance_sequences(c: Any, tables: Sequence[Table]) -> None:
     for table in tables:
-        for column in table.key:
+        for column in table.columns:
             row = c.execute("SELECT pg_get_serial_sequence(?, ?)", (table.name, column)).fetchone()
             if row and row[0]:
                 c.execute(

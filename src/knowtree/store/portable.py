@@ -25,9 +25,9 @@ def now() -> str:
 
 
 def stored_order(store: Any) -> str:
-    """The column that orders a table's rows as they were first stored: SQLite's `rowid`; on
-    PostgreSQL the `seq` identity column its schema gives the tables read in stored order."""
-    return "rowid" if dialect_of(store) == "sqlite" else "seq"
+    """The column that orders a table's rows as they were first stored: the store's `stored_order`
+    (PostgreSQL's `seq` identity column, given to the tables read in stored order), SQLite's `rowid`."""
+    return str(getattr(store, "stored_order", None) or ("rowid" if dialect_of(store) == "sqlite" else "seq"))
 
 
 def sqlite_version() -> str:

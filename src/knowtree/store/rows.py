@@ -8,7 +8,6 @@ a connection they were handed (the tree index in `retrieve/treeindex.py`).
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -111,38 +110,6 @@ def delete_nodes(c: sqlite3.Connection, name: str, ids: Sequence[str]) -> None:
 def delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
     """Remove a tree's full-text rows by key (its node rows are found through their index)."""
     c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
-
-
-def rebuild_fts(c: sqlite3.Connection, trees: Sequence[str], batch: int = 2000) -> None:
-    """Derive the full-text rows of `trees` afresh from their node rows (after a copy wrote the nodes
-    without them), and rebuild every external-content FTS5 table (the tree index's) from its table."""
-    for name in trees:
-        delete_tree_fts(c, name)
-        last = ""
-        while True:
-            rows = c.execute(
-                f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? AND id > ? ORDER BY id LIMIT ?",
-                (name, last, batch),
-            ).fetchall()
-            if not rows:
-                break
-            nodes = [node_from_row(r) for r in rows]
-            c.executemany(
-                "INSERT INTO nodes_fts(rowid, tree, id, body) SELECT rowid, tree, id, ? FROM nodes"
-                " WHERE tree = ? AND id = ?",
-                [(fts_body(n), name, n.id) for n in nodes],
-            )
-            last = rows[-1][0]
-    virtual = c.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"
-    ).fetchall()
-    for table, sql in virtual:
-        if _EXTERNAL_CONTENT.search(sql):
-            c.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
-
-
-#: `content = 'TABLE'` in an FTS5 table's definition (an external-content table; `content = ''` is none)
-_EXTERNAL_CONTENT = re.compile(r"\bcontent\s*=\s*'[^']+'")
 
 
 def touched(previous: str | None) -> str:

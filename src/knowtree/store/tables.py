@@ -25,8 +25,12 @@ PARENTS = ("trees", "tenants", "kbs")
 #: derived or bookkeeping tables, never copied (re-derived by the destination when it needs them)
 DERIVED = frozenset({"lexical_indexes", "sqlite_sequence", "alembic_version", "schema_migrations"})
 _DERIVED_PREFIXES = ("lex_", "sqlite_")
+_DERIVED_SUFFIXES = ("_fts",)  # full-text rows (PostgreSQL keeps them in plain tables)
 #: the shadow tables SQLite's FTS5 keeps beside a virtual table
 _FTS_SHADOWS = ("_data", "_idx", "_content", "_docsize", "_config")
+#: tables whose integer key is the database's own numbering, not the user's (the LLM call ledger's
+#: sequence): their rows are matched by content and numbered afresh by the destination
+BY_CONTENT = {"llm_calls": "seq"}
 #: byte-ordered collations: PostgreSQL sorts text like SQLite (by UTF-8 bytes) under these
 BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"})
 
@@ -40,6 +44,8 @@ class Table:
     key: tuple[str, ...]
     #: SQLite: the table has rowids, read in their order (the order its rows were stored in)
     rowid: bool = False
+    #: the key is the database's numbering (BY_CONTENT): not copied, rows matched by their content
+    by_content: bool = False
 
     def key_of(self, row: Sequence[object]) -> tuple[object, ...]:
         return tuple(row[self.columns.index(k)] for k in self.key)
@@ -50,11 +56,16 @@ def list_tables(store: Any) -> list[Table]:
     rest in the order the database lists them)."""
     tables = store.read(_pg_tables if dialect_of(store) == "postgresql" else _sqlite_tables)
     first = {name: i for i, name in enumerate(PARENTS)}
+    tables = [_numbered(t) if BY_CONTENT.get(t.name) in t.key else t for t in tables]
     return sorted(tables, key=lambda t: first.get(t.name, len(PARENTS)))
 
 
+def _numbered(t: Table) -> Table:
+    return Table(t.name, tuple(c for c in t.columns if c not in t.key), t.key, t.rowid, by_content=True)
+
+
 def _derived(name: str) -> bool:
-    return name in DERIVED or name.startswith(_DERIVED_PREFIXES)
+    return name in DERIVED or name.startswith(_DERIVED_PREFIXES) or name.endswith(_DERIVED_SUFFIXES)
 
 
 def _sqlite_tables(c: Any) -> list[Table]:

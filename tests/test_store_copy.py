@@ -1,0 +1,155 @@
+"""`knowtree db copy`: every table copied, verified by counts and content hashes, resumable after an
+interruption, refusing to overwrite different data; the CLI's table and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import invoke, write_corpus
+
+from knowtree.core import KnowTree
+from knowtree.server.tenancy import KeyStore
+from knowtree.store import SQLiteStore
+from knowtree.store import copy as copying
+from knowtree.store.copy import CopyConflictError, copy_store, table_hash
+from knowtree.store.docinfo import add_expert, list_experts
+from knowtree.store.tables import encode_row, list_tables, normal, normal_row
+from knowtree.testing.models import KeywordModel
+
+
+def _populate(db: Path, corpus: Path, *, tree: str = "s") -> None:
+    """A tree (with its index built by a search), a memory with messages, an expert note, a key."""
+    write_corpus(corpus)
+    with KnowTree(db, model=KeywordModel()) as kt:
+        kt.build([str(corpus)], tree=tree)
+        kt.tree(tree).retrieve("which database", budget_tokens=400, embedder="hash")
+        mem = kt.memory("chat")
+        mem.embedder = "hash"
+        mem.add([{"role": "user", "content": f"message {i} about lighthouses"} for i in range(12)])
+        add_expert(kt.store, tree, "look in the architecture notes first")
+        KeyStore(kt.store).create("acme", label="ci")
+
+
+def _tables(store: Any) -> dict[str, tuple[int, str]]:
+    return {t.name: table_hash(store, t) for t in list_tables(store)}
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    db = tmp_path / "src.db"
+    _populate(db, tmp_path / "docs")
+    return db
+
+
+def test_sqlite_to_sqlite_copies_every_table_and_verifies(source: Path, tmp_path: Path) -> None:
+    src, dst = SQLiteStore(source), SQLiteStore(tmp_path / "dst.db")
+    report = copy_store(src, dst, batch=7)
+    assert report.ok and report.complete
+    by_name = {t.name: t for t in report.tables}
+    for name in (
+        "trees",
+        "nodes",
+        "documents",
+        "messages",
+        "experts",
+        "tenants",
+        "api_keys",
+        "runs",
+        "tree_index",
+    ):
+        assert by_name[name].source_rows > 0, name
+        assert by_name[name].written == by_name[name].source_rows == by_name[name].dest_rows
+    assert _tables(dst) == _tables(src)  # whole tables equal, not only the rows under source keys
+    # what the destination derives itself: full-text search answers alike, documents in stored order
+    assert dst.search_nodes("s", "database") == src.search_nodes("s", "database") != []
+    assert [d.path for d in dst.documents("s")] == [d.path for d in src.documents("s")]
+    assert dst.load_nodes("s") == src.load_nodes("s")
+    assert dst.load_messages("chat") == src.load_messages("chat")
+    assert list_experts(dst) == list_experts(src)
+    src.close()
+    dst.close()
+    # the copy is a working store: a question retrieves from it as from the source
+    with (
+        KnowTree(source, model=KeywordModel()) as a,
+        KnowTree(tmp_path / "dst.db", model=KeywordModel()) as b,
+    ):
+        q = "which database did the team choose"
+        found = b.tree("s").retrieve(q, budget_tokens=400, embedder="hash")
+        assert found == a.tree("s").retrieve(q, budget_tokens=400, embedder="hash") != []
+
+
+def test_a_stopped_copy_resumes_and_writes_each_row_once(source: Path, tmp_path: Path) -> None:
+    src, dst = SQLiteStore(source), SQLiteStore(tmp_path / "dst.db")
+    first = copy_store(src, dst, batch=3, max_batches=4)
+    assert not first.complete and not first.ok
+    partly = sum(t.written for t in first.tables)
+    assert 0 < partly <= 12
+    second = copy_store(src, dst, batch=3)
+    assert second.ok
+    assert partly + sum(t.written for t in second.tables) == second.rows  # nothing written twice
+    assert _tables(dst) == _tables(src)
+    third = copy_store(src, dst, batch=3)  # a copy run again writes nothing and still verifies
+    assert third.ok and sum(t.written for t in third.tables) == 0
+
+
+def test_refuses_a_destination_holding_other_data_under_the_same_key(source: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    _populate(other, tmp_path / "otherdocs", tree="s")
+    dst = SQLiteStore(other)
+    with dst.transaction() as c:  # the destination's own tree 's' differs from the source's
+        c.execute("UPDATE trees SET model = 'their-model' WHERE name = 's'")
+    before = _tables(dst)
+    with pytest.raises(CopyConflictError, match=r"table 'trees' under name='s'"):
+        copy_store(SQLiteStore(source), dst)
+    assert _tables(dst) == before  # nothing of the destination's was replaced
+
+
+def test_copies_beside_the_destinations_own_trees(source: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine.db"
+    write_corpus(tmp_path / "mydocs", {"notes.md": "# Garden\n\nThe roses bloom in June near the shed."})
+    with KnowTree(mine, model=KeywordModel()) as kt:
+        kt.build([str(tmp_path / "mydocs")], tree="garden")
+    dst = SQLiteStore(mine)
+    report = copy_store(SQLiteStore(source), dst)
+    assert report.ok
+    assert sorted(dst.tree_names()) == ["chat", "garden", "s"]
+    assert dst.search_nodes("garden", "roses")  # its own full-text rows survived the rebuild
+
+
+def test_a_lost_write_is_a_verification_failure(source: Path, tmp_path: Path, monkeypatch: Any) -> None:
+    real = copying._write_batch
+
+    def lossy(dst: Any, table: Any, rows: list[tuple]) -> int:
+        return real(dst, table, rows[:-1] if table.name == "nodes" else rows)
+
+    monkeypatch.setattr(copying, "_write_batch", lossy)
+    report = copy_store(SQLiteStore(source), SQLiteStore(tmp_path / "dst.db"))
+    bad = [t.name for t in report.tables if not t.ok]
+    assert bad == ["nodes"] and not report.ok
+
+
+def test_values_are_hashed_alike_whatever_the_dialect_returned() -> None:
+    # PostgreSQL returns bytea as memoryview, booleans as bool, jsonb parsed with its own spacing
+    assert normal("vec", memoryview(b"\x00\x01")) == b"\x00\x01"
+    assert normal("leaf", True) == 1
+    assert normal("meta_json", {"b": 1, "a": [1, 2]}) == normal("meta_json", '{"a": [1, 2], "b": 1}')
+    row = ("x", 1, 2.5, None, b"\x00")
+    assert encode_row(normal_row(("a", "b", "c", "d", "e"), row)) != encode_row(("x", 1, 2.5, "", b"\x00"))
+    assert encode_row(("ab", "c")) != encode_row(("a", "bc"))
+
+
+def test_cli_prints_the_table_and_exits_by_the_result(source: Path, tmp_path: Path, cli: Any) -> None:
+    dst = tmp_path / "dst.db"
+    out = invoke(cli, "db", "copy", str(source), str(dst))
+    assert "nodes" in out and "row(s) verified" in out
+    data = json.loads(invoke(cli, "db", "copy", str(source), str(dst), "--json"))
+    assert data["ok"] and {t["name"]: t["written"] for t in data["tables"]}["nodes"] == 0
+    invoke(cli, "db", "copy", str(tmp_path / "missing.db"), str(dst), code=1)
+    store = SQLiteStore(dst)
+    store.write(lambda c: c.execute("UPDATE nodes SET text = 'changed' WHERE rowid = 1"))
+    store.close()
+    out = invoke(cli, "db", "copy", str(source), str(dst), code=3)
+    assert "table 'nodes'" in out

@@ -3,7 +3,7 @@
 This module only builds the typer app and registers the command modules, one per group of
 commands: `trees` (build, enrich, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
 `docs` (export, import), `serve` (serve, mcp), `doctor`, and the sub-commands `chat`, `expert`, `keys`,
-`kb`, `model`.
+`kb`, `model`, `db`.
 Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
 `common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
 
@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli import admin, chat, db_copy, docs, doctor, expert, kb, keys, model, serve, trees
+from knowtree.cli import admin, chat, db, db_copy, docs, doctor, expert, kb, keys, model, serve, trees
 from knowtree.cli.eval import eval_command
 
 app = typer.Typer(
@@ -71,10 +71,8 @@ app.add_typer(expert.expert_app, name="expert")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(kb.kb_app, name="kb")
 app.add_typer(model.model_app, name="model")
-# the `db` group: moving data between stores (copy)
-db_app = typer.Typer(no_args_is_help=True, help="The database: copy a store into another.")
-db_app.command("copy")(db_copy.copy_command)
-app.add_typer(db_app, name="db")
+db.db_app.command("copy")(db_copy.copy_command)  # `knowtree db copy` (cli/db_copy.py)
+app.add_typer(db.db_app, name="db")
 
 
 def main() -> None:

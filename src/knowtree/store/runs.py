@@ -65,7 +65,8 @@ def _zombie(pid: int) -> bool:
 
 def mark_interrupted(conn: Any, now: str) -> int:
     """Inside a write transaction: mark 'running' runs whose process is gone as 'interrupted'."""
-    rows = conn.execute("SELECT id, pid, host FROM runs WHERE status = 'running'").fetchall()
+    # in id order: concurrent writers (PostgreSQL) lock the rows they update in one order, no deadlock
+    rows = conn.execute("SELECT id, pid, host FROM runs WHERE status = 'running' ORDER BY id").fetchall()
     gone = [(now, r[0]) for r in rows if not process_alive(r[1], r[2])]
     conn.executemany("UPDATE runs SET status = 'interrupted', finished = ? WHERE id = ?", gone)
     return len(gone)

@@ -19,14 +19,12 @@ def open_store(spec: str, *, must_exist: bool) -> Any:
     from pathlib import Path
 
     from knowtree.errors import UserError
-    from knowtree.store import SQLiteStore
-    from knowtree.store.portable import is_postgres_url
+    from knowtree.store import open_store
+    from knowtree.store.dialect import is_url
 
-    if is_postgres_url(spec):
-        raise UserError(f"{spec}: PostgreSQL stores are not supported by this knowtree")
-    if must_exist and not Path(spec).exists():
+    if must_exist and not is_url(spec) and not Path(spec).exists():
         raise UserError(f"{spec}: no such database file to copy from")
-    return SQLiteStore(spec)
+    return open_store(spec)
 
 
 def copy_command(

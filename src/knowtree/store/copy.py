@@ -104,10 +104,7 @@ def copy_store(
     _after_copy(dst, plan)
     for tr, table in zip(report.tables, plan, strict=True):
         tr.source_rows, tr.source_hash = table_hash(src, table, batch=batch)
-        if table.by_content:
-            tr.dest_rows, tr.dest_hash = _content_hash(dst, table, src, batch)
-        else:
-            tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
+        tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
     return report
 
 
@@ -248,6 +245,8 @@ def _write_batch(dst: Any, table: Table, rows: list[tuple]) -> int:
 def table_hash(store: Any, table: Table, *, keys_of: Any = None, batch: int = BATCH) -> tuple[int, str]:
     """(rows, sha256 of the rows in key order, values normalised): of every row of the table, or
     only of the rows whose keys `keys_of` (another store) holds too."""
+    if keys_of is not None and table.by_content:
+        return _content_hash(store, table, keys_of, batch)
     h = hashlib.sha256()
     count = 0
     if keys_of is None:

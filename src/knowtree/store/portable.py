@@ -37,11 +37,6 @@ def sqlite_version() -> str:
     return sqlite3.sqlite_version
 
 
-def is_postgres_url(spec: str) -> bool:
-    """Whether a `--db` value names a PostgreSQL database rather than an SQLite file."""
-    return spec.startswith(("postgresql://", "postgres://"))
-
-
 def _insert(table: str, columns: Sequence[str]) -> str:
     return f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
@@ -60,4 +55,4 @@ def insert_new(table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
     return f"{_insert(table, columns)} ON CONFLICT ({', '.join(keys)}) DO NOTHING"
 
 
-__all__ = ["dialect_of", "insert_new", "is_postgres_url", "now", "sqlite_version", "stored_order", "upsert"]
+__all__ = ["dialect_of", "insert_new", "now", "sqlite_version", "stored_order", "upsert"]

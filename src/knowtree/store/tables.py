@@ -23,7 +23,7 @@ from knowtree.store.portable import dialect_of
 #: written first, in this order: the tables other tables' rows refer to (foreign keys)
 PARENTS = ("trees", "tenants", "kbs")
 #: derived or bookkeeping tables, never copied (re-derived by the destination when it needs them)
-DERIVED = frozenset({"lexical_indexes", "sqlite_sequence", "alembic_version", "schema_migrations"})
+DERIVED = frozenset({"lexical_indexes", "sqlite_sequence", "schema_version"})
 _DERIVED_PREFIXES = ("lex_", "sqlite_")
 _DERIVED_SUFFIXES = ("_fts",)  # full-text rows (PostgreSQL keeps them in plain tables)
 #: the shadow tables SQLite's FTS5 keeps beside a virtual table

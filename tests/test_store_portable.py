@@ -117,3 +117,23 @@ def test_runs_of_a_gone_process_are_marked_interrupted(store: Any) -> None:
     store.write(lambda c: c.execute("UPDATE runs SET pid = ? WHERE id = ?", (2**22 + 12345, run)))
     assert store.write(lambda c: mark_interrupted(c, "2026-01-01T00:00:00+00:00")) == 1
     assert store.runs("t")[0]["status"] == "interrupted"
+
+
+def test_check_on_postgresql_reads_every_table_and_matches_full_text_rows(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from tests.conftest import write_corpus
+
+    from knowtree.core import KnowTree
+    from knowtree.store.guard import full_check
+    from knowtree.testing.models import KeywordModel
+
+    write_corpus(tmp_path / "docs")
+    with KnowTree(pg_url, model=KeywordModel()) as kt:
+        kt.build([str(tmp_path / "docs")], tree="t")
+    report = full_check(pg_url)
+    assert report.ok and report.trees == 1 and "full-text rows" in report.checked
+    store = open_store(pg_url)
+    store.write(lambda c: c.execute("DELETE FROM nodes_fts WHERE id = (SELECT MIN(id) FROM nodes_fts)"))
+    store.close()
+    assert full_check(pg_url).problems == ["full-text rows: 1 node(s) without one, 0 without a node"]

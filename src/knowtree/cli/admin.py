@@ -123,9 +123,8 @@ def check_command(db: DbOpt = None, as_json: JsonOpt = False) -> None:
         data = {"db": path, "ok": report.ok, "problems": report.problems, "trees": report.trees}
         echo_json(data, indent=None)
     elif report.ok:
-        typer.echo(
-            f"{path}: ok ({report.trees} tree(s), {report.pages} pages; integrity and full-text index checked)"
-        )
+        pages = f", {report.pages} pages" if report.pages else ""
+        typer.echo(f"{path}: ok ({report.trees} tree(s){pages}; {report.checked})")
     else:
         for problem in report.problems:
             typer.echo(f"{path}: {problem}", err=True)

@@ -119,7 +119,7 @@ def check_store(db: str | None) -> Check:
         path = Settings.load({"db": db}).db
     except KnowtreeError as exc:
         return Check("store", "fail", str(exc), "fix the setting it names")
-    if db is None and not Path(path).exists():
+    if db is None and not Path(path).exists() and "://" not in path:
         return Check("store", "skip", f"no database at {path} (pass --db)")
     try:
         report = full_check(path)
@@ -130,9 +130,8 @@ def check_store(db: str | None) -> Check:
             "store", "fail", f"{path}: {report.problems[0]}",
             "restore the file from a backup, or export what can be read (`knowtree export`) into a new database",
         )  # fmt: skip
-    return Check(
-        "store", "ok", f"{path}: {report.trees} tree(s), {report.pages} pages, integrity and index ok"
-    )
+    pages = f", {report.pages} pages" if report.pages else ""
+    return Check("store", "ok", f"{path}: {report.trees} tree(s){pages}; {report.checked}")
 
 
 def run_checks(db: str | None, *, timeout: float = 180.0) -> list[Check]:

@@ -137,6 +137,8 @@ def preflight(path: str, check: Check = "auto") -> bool:
     """
     if path == ":memory:" or path.startswith("file:"):
         return True
+    if path.lower().startswith(("postgresql://", "postgres://")):  # no file: checked by `full_check`
+        return False
     p = Path(path)
     if not p.exists():
         return True
@@ -281,6 +283,8 @@ class CheckReport:
     problems: list[str]
     trees: int = 0
     pages: int = 0
+    #: what was checked, as `knowtree check` says it
+    checked: str = "integrity and full-text index checked"
 
     @property
     def ok(self) -> bool:
@@ -289,7 +293,12 @@ class CheckReport:
 
 def full_check(path: str) -> CheckReport:
     """`knowtree check`: the header checks, `PRAGMA integrity_check` and the FTS5 index's integrity
-    check, read-only (the FTS check runs in a transaction that is rolled back)."""
+    check, read-only (the FTS check runs in a transaction that is rolled back). A PostgreSQL URL gets
+    the checks that apply there (store/pgcheck.py)."""
+    if path.lower().startswith(("postgresql://", "postgres://")):
+        from knowtree.store.pgcheck import full_check_postgres
+
+        return full_check_postgres(path)
     if not Path(path).exists():
         raise StoreError(f"{path}: no such database file")
     try:

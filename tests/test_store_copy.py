@@ -4,6 +4,7 @@ interruption, refusing to overwrite different data; the CLI's table and exit cod
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +134,12 @@ def test_a_lost_write_is_a_verification_failure(source: Path, tmp_path: Path, mo
 
 
 def test_values_are_hashed_alike_whatever_the_dialect_returned() -> None:
-    # PostgreSQL returns bytea as memoryview, booleans as bool, jsonb parsed with its own spacing
+    # PostgreSQL returns bytea as memoryview, booleans as bool, NUMERIC as Decimal
     assert normal("vec", memoryview(b"\x00\x01")) == b"\x00\x01"
     assert normal("leaf", True) == 1
-    assert normal("meta_json", {"b": 1, "a": [1, 2]}) == normal("meta_json", '{"a": [1, 2], "b": 1}')
+    assert normal("cost", Decimal("0.25")) == 0.25
+    assert normal("meta_json", {"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+    assert normal("meta_json", '{"b": 1}') == '{"b": 1}'  # TEXT on both dialects: compared as stored
     row = ("x", 1, 2.5, None, b"\x00")
     assert encode_row(normal_row(("a", "b", "c", "d", "e"), row)) != encode_row(("x", 1, 2.5, "", b"\x00"))
     assert encode_row(("ab", "c")) != encode_row(("a", "bc"))

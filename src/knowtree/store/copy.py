@@ -245,24 +245,40 @@ def _write_batch(dst: Any, table: Table, rows: list[tuple]) -> int:
 def table_hash(store: Any, table: Table, *, keys_of: Any = None, batch: int = BATCH) -> tuple[int, str]:
     """(rows, sha256 of the rows in key order, values normalised): of every row of the table, or
     only of the rows whose keys `keys_of` (another store) holds too."""
-    if keys_of is not None and table.by_content:
-        return _content_hash(store, table, keys_of, batch)
-    h = hashlib.sha256()
-    count = 0
     if keys_of is None:
+        h = hashlib.sha256()
+        count = 0
         for rows in _batches(store, table, batch):
             for row in rows:
                 h.update(encode_row(normal_row(table.columns, row)))
             count += len(rows)
         return count, h.hexdigest()
-    for key_rows in _batches(keys_of, table, batch, columns=table.key):
-        keys = [tuple(r) for r in key_rows]
-        there = store.read(lambda c, keys=keys: _existing(c, table, keys))
-        for key in keys:
-            row = there.get(key)
-            if row is not None:
-                h.update(encode_row(normal_row(table.columns, row)))
-                count += 1
+    if table.by_content:
+        return _content_hash(store, table, keys_of, batch)
+    return _matched_hash(store, table, keys_of, batch)
+
+
+def _rows(store: Any, table: Table, batch: int, columns: Sequence[str] | None = None) -> Iterator[tuple]:
+    for rows in _batches(store, table, batch, columns):
+        yield from rows
+
+
+def _matched_hash(store: Any, table: Table, keys_of: Any, batch: int) -> tuple[int, str]:
+    """`table_hash` of the rows of `store` under the keys `keys_of` holds: both read in key order
+    (the same byte order on both dialects) and merged, so each is read once, in batches."""
+    h = hashlib.sha256()
+    count = 0
+    keys = _rows(keys_of, table, batch, columns=table.key)
+    wanted = next(keys, None)
+    for row in _rows(store, table, batch):
+        key = table.key_of(row)
+        while wanted is not None and wanted < key:
+            wanted = next(keys, None)
+        if wanted is None:
+            break
+        if wanted == key:
+            h.update(encode_row(normal_row(table.columns, row)))
+            count += 1
     return count, h.hexdigest()
 
 

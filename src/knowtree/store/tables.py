@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from knowtree.store.portable import dialect_of
@@ -175,48 +176,36 @@ def text_key_collation(store: Any) -> str:
 
 
 # -- values, the same whatever the dialect stored them as -------------------------------------------
+_PLAIN = (str, int, float, bytes, type(None))
+
+
 def normal(column: str, value: object) -> object:
-    """A value as both dialects give it back: bytes for BLOB/bytea, int for booleans, canonical JSON
-    text for a `*_json` column (jsonb comes back parsed, with its own spacing), ISO text for a time."""
+    """A value as both dialects give it back: bytes for BLOB/bytea (PostgreSQL: memoryview), int for
+    a boolean, ISO text for a time, a float for a NUMERIC, canonical JSON for a parsed JSON value
+    (knowtree's `*_json` columns are TEXT on both dialects: their text is compared as stored)."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, memoryview | bytearray):
         return bytes(value)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, datetime):
         return (value.astimezone(UTC) if value.tzinfo else value).isoformat()
-    if column.endswith("_json"):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return value
-        if value is not None:
-            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return value
 
 
 def normal_row(columns: Sequence[str], row: Iterable[object]) -> tuple[object, ...]:
-    return tuple(normal(col, v) for col, v in zip(columns, row, strict=True))
+    return tuple(v if type(v) in _PLAIN else normal(col, v) for col, v in zip(columns, row, strict=True))
 
 
 def encode_row(row: Sequence[object]) -> bytes:
-    """A normalised row as bytes for a content hash: each value tagged by kind and length-prefixed,
-    so no two different rows encode alike."""
-    out = bytearray()
-    for v in row:
-        if v is None:
-            out += b"N"
-            continue
-        if isinstance(v, bytes):
-            tag, data = b"b", v
-        elif isinstance(v, int):
-            tag, data = b"i", str(v).encode()
-        elif isinstance(v, float):
-            tag, data = (b"i", str(int(v)).encode()) if v.is_integer() else (b"f", repr(v).encode())
-        else:
-            tag, data = b"s", str(v).encode("utf-8")
-        out += tag + len(data).to_bytes(8, "big") + data
-    return bytes(out)
+    """A normalised row as bytes for a content hash: its `repr` (str, int, float, bytes and None
+    each written unambiguously, strings quoted and escaped), so no two different rows encode alike."""
+    return repr(tuple(row)).encode("utf-8", "backslashreplace")
 
 
 __all__ = ["PARENTS", "Table", "encode_row", "list_tables", "normal", "normal_row", "text_key_collation"]

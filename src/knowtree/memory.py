@@ -474,7 +474,11 @@ def _drop_index_entries(store: Any, name: str) -> None:
     """A memory's tree index, if it was built, is brought up to date now (the deleted message's
     entries and vectors go) rather than at its next search."""
     write = getattr(store, "write", None)
-    if write is None or not store.query("SELECT 1 FROM tree_index_state WHERE tree = ?", (name,)):
+    if write is None:
+        return
+    from knowtree.store.lookups import has_tree_index
+
+    if not has_tree_index(store, name):
         return
     from knowtree.retrieve.treeindex import sync_entries
 

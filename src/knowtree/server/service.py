@@ -37,6 +37,7 @@ from knowtree.server.models import (
 )
 from knowtree.server.problems import Problem
 from knowtree.server.tenancy import LOCAL, Principal
+from knowtree.store.lookups import tree_version
 from knowtree.store.runs import run_label
 from knowtree.tree import Tree
 from knowtree.types import Answer, NavStep, Node, TreeInfo
@@ -115,13 +116,9 @@ class Service(JobFiles):
         """A `Tree` to read (outline, nodes, search, retrieve), cached until the tree changes: loading
         every node per request was most of a read's cost."""
         stored = self.require(p, name)
-        rows = self.kt.store.query(
-            "SELECT updated, root_id, (SELECT COUNT(*) FROM nodes WHERE tree = ?) FROM trees WHERE name = ?",
-            (stored, stored),
-        )
-        if not rows:
+        key = tree_version(self.kt.store, stored)
+        if key is None:
             raise Problem(404, f"no tree named {name!r}")
-        key = tuple(rows[0])
         with self._locks_guard:
             hit = self._views.get(stored)
         if hit is not None and hit[0] == key:

@@ -125,7 +125,7 @@ def test_check_on_postgresql_reads_every_table_and_matches_full_text_rows(
     from tests.conftest import write_corpus
 
     from knowtree.core import KnowTree
-    from knowtree.store.guard import full_check
+    from knowtree.store.pgcheck import full_check
     from knowtree.testing.models import KeywordModel
 
     write_corpus(tmp_path / "docs")

@@ -110,7 +110,7 @@ def check_command(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     index's. Exits 3 when something is wrong; the file is never changed."""
     from knowtree.config import Settings
     from knowtree.errors import KnowtreeError
-    from knowtree.store.guard import full_check
+    from knowtree.store.pgcheck import full_check
 
     try:
         path = Settings.load({"db": db}).db

@@ -113,7 +113,7 @@ def check_generation(path: Path | None, timeout: float, *, build_ok: bool = True
 def check_store(db: str | None) -> Check:
     from knowtree.config import Settings
     from knowtree.errors import KnowtreeError
-    from knowtree.store.guard import full_check
+    from knowtree.store.pgcheck import full_check
 
     try:
         path = Settings.load({"db": db}).db

@@ -294,11 +294,9 @@ class CheckReport:
 def full_check(path: str) -> CheckReport:
     """`knowtree check`: the header checks, `PRAGMA integrity_check` and the FTS5 index's integrity
     check, read-only (the FTS check runs in a transaction that is rolled back). A PostgreSQL URL gets
-    the checks that apply there (store/pgcheck.py)."""
+    the checks that apply there (`knowtree.store.pgcheck.full_check`)."""
     if path.lower().startswith(("postgresql://", "postgres://")):
-        from knowtree.store.pgcheck import full_check_postgres
-
-        return full_check_postgres(path)
+        raise StoreError(f"{path}: a PostgreSQL database: check it with knowtree.store.pgcheck.full_check")
     if not Path(path).exists():
         raise StoreError(f"{path}: no such database file")
     try:

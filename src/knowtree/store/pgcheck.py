@@ -10,10 +10,17 @@ PostgreSQL's own (`pg_amcheck`, `pg_checksums`)."""
 
 from __future__ import annotations
 
+from knowtree.store import guard
+from knowtree.store.dialect import is_url
 from knowtree.store.guard import CheckReport
 from knowtree.store.tables import list_tables
 
 PG_CHECKED = "every table read, full-text rows matched to nodes"
+
+
+def full_check(target: str) -> CheckReport:
+    """`knowtree check` of a store target: an SQLite file (store/guard.py) or a PostgreSQL URL."""
+    return full_check_postgres(target) if is_url(target) else guard.full_check(target)
 
 
 def full_check_postgres(url: str) -> CheckReport:
@@ -61,4 +68,4 @@ def _btree_problems(store: object) -> list[str]:
     return problems
 
 
-__all__ = ["PG_CHECKED", "full_check_postgres"]
+__all__ = ["PG_CHECKED", "full_check", "full_check_postgres"]

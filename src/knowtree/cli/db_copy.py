@@ -54,13 +54,25 @@ def copy_command(
     report = run(body, interrupted="what was written is kept: run the same command again to resume")
     if as_json:
         tables = [{**t.__dict__, "ok": t.ok} for t in report.tables]
-        echo_json({"source": src, "destination": dst, "ok": report.ok, "tables": tables}, indent=None)
+        data = {
+            "source": src,
+            "destination": dst,
+            "ok": report.ok,
+            "tables": tables,
+            "skipped": report.skipped,
+        }
+        echo_json(data, indent=None)
     else:
         typer.echo(f"{'table':<18} {'source':>9} {'written':>9} {'dest':>9}  {'sha256 (source)':<16}  check")
         for t in report.tables:
             mark = "ok" if t.ok else f"DIFFERS (dest sha256 {t.dest_hash[:16]})"
             typer.echo(
                 f"{t.name:<18} {t.source_rows:>9} {t.written:>9} {t.dest_rows:>9}  {t.source_hash[:16]:<16}  {mark}"
+            )
+        if report.skipped:
+            typer.echo(
+                f"not copied: {', '.join(report.skipped)} (flat passage indexes are SQLite tables;"
+                " an evaluation re-indexes its corpus on its next run)"
             )
         typer.echo(
             f"copied {src} -> {dst}: {report.rows} row(s) verified" if report.ok else "copy NOT verified"

@@ -53,6 +53,8 @@ class TableReport:
 class CopyReport:
     tables: list[TableReport] = field(default_factory=list)
     complete: bool = True  # False when stopped after `max_batches`
+    #: tables not copied: the flat passage indexes, unless both stores are SQLite files
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,18 +76,25 @@ def copy_store(
     """Copy every user-data table of `src` into `dst` (both `SQLStore`s), then verify it.
     `max_batches` stops after that many batches (unverified, `complete=False`): how a test stops a
     copy midway; `progress(table, rows written so far)` after each batch."""
+    if dialect_of(dst) == "sqlite":  # an index's table exists once it was opened: create the source's
+        dst.write(lambda c: _create_flat_tables(c, [t.name for t in list_tables(src) if t.flat]))
     dest_tables = {t.name: t for t in list_tables(dst)}
     report = CopyReport()
     budget = [max_batches]
     plan = []
-    for table in list_tables(src):
+    tables = list_tables(src)
+    flat = dialect_of(src) == dialect_of(dst) == "sqlite"  # flat indexes are SQLite files' tables
+    for table in tables:
         target = dest_tables.get(table.name)
+        if table.flat and not flat:
+            report.skipped.append(table.name)
+            continue
         if target is None:
             raise StoreError(
                 f"the destination has no table {table.name!r}: is it a knowtree database of this version?"
             )
         columns = tuple(c for c in table.columns if c in target.columns)
-        plan.append(Table(table.name, columns, table.key, table.rowid, table.by_content))
+        plan.append(Table(table.name, columns, table.key, table.rowid, table.by_content, table.fts))
     for table in plan:
         tr = TableReport(table.name)
         report.tables.append(tr)
@@ -106,6 +115,16 @@ def copy_store(
         tr.source_rows, tr.source_hash = table_hash(src, table, batch=batch)
         tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
     return report
+
+
+def _create_flat_tables(c: Any, names: Sequence[str]) -> None:
+    from knowtree.store.migrations import create_lexical_index, create_vector_index
+
+    for name in names:
+        if name.startswith("lex_"):
+            create_lexical_index(c, name.removeprefix("lex_"))
+        elif name.startswith("vec_"):
+            create_vector_index(c, name.removeprefix("vec_"))
 
 
 def _stored_batches(store: Any, table: Table, size: int) -> Iterator[list[tuple]]:
@@ -238,7 +257,10 @@ def _write_batch(dst: Any, table: Table, rows: list[tuple]) -> int:
                     " that data from the destination first"
                 )
         if new:
-            c.executemany(insert_new(table.name, table.columns, table.key), new)
+            insert = insert_new(table.name, table.columns, table.key)
+            if table.fts:  # no key constraint to conflict on (rows were looked up above)
+                insert = f"INSERT INTO {table.name}({', '.join(table.columns)}) VALUES ({', '.join('?' * len(table.columns))})"
+            c.executemany(insert, new)
     return len(new)
 
 

@@ -24,14 +24,20 @@ from knowtree.store.portable import dialect_of
 #: written first, in this order: the tables other tables' rows refer to (foreign keys)
 PARENTS = ("trees", "tenants", "kbs")
 #: derived or bookkeeping tables, never copied (re-derived by the destination when it needs them)
-DERIVED = frozenset({"lexical_indexes", "sqlite_sequence", "schema_version"})
-_DERIVED_PREFIXES = ("lex_", "sqlite_")
+DERIVED = frozenset({"sqlite_sequence", "schema_version"})
+_DERIVED_PREFIXES = ("sqlite_",)
 _DERIVED_SUFFIXES = ("_fts",)  # full-text rows (PostgreSQL keeps them in plain tables)
 #: the shadow tables SQLite's FTS5 keeps beside a virtual table
 _FTS_SHADOWS = ("_data", "_idx", "_content", "_docsize", "_config")
 #: tables whose integer key is the database's own numbering, not the user's (the LLM call ledger's
 #: sequence): their rows are matched by content and numbered afresh by the destination
 BY_CONTENT = {"llm_calls": "seq"}
+#: the flat passage indexes' tables (store/flatindex.py: SQLite files; a knowledge base keeps its
+#: indexes in its database): copied between SQLite files, left out where a destination has none
+FLAT_PREFIXES = ("lex_", "vec_")
+FLAT_REGISTRIES = ("lexical_indexes", "vector_indexes")
+#: the columns of a lexical index's FTS5 table (store/migrations.py `create_lexical_index`)
+LEXICAL_COLUMNS = ("pid", "doc", "body", "meta")
 #: byte-ordered collations: PostgreSQL sorts text like SQLite (by UTF-8 bytes) under these
 BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"})
 
@@ -47,6 +53,13 @@ class Table:
     rowid: bool = False
     #: the key is the database's numbering (BY_CONTENT): not copied, rows matched by their content
     by_content: bool = False
+    #: an FTS5 table (a lexical index): no key constraint, so rows are inserted without ON CONFLICT
+    fts: bool = False
+
+    @property
+    def flat(self) -> bool:
+        """One of the flat passage indexes' tables (FLAT_PREFIXES, FLAT_REGISTRIES)."""
+        return self.name.startswith(FLAT_PREFIXES) or self.name in FLAT_REGISTRIES
 
     def key_of(self, row: Sequence[object]) -> tuple[object, ...]:
         return tuple(row[self.columns.index(k)] for k in self.key)
@@ -62,7 +75,9 @@ def list_tables(store: Any) -> list[Table]:
 
 
 def _numbered(t: Table) -> Table:
-    return Table(t.name, tuple(c for c in t.columns if c not in t.key), t.key, t.rowid, by_content=True)
+    return Table(
+        t.name, tuple(c for c in t.columns if c not in t.key), t.key, t.rowid, by_content=True, fts=t.fts
+    )
 
 
 def _derived(name: str) -> bool:
@@ -75,6 +90,9 @@ def _sqlite_tables(c: Any) -> list[Table]:
     shadows = {v + s for v in virtual for s in _FTS_SHADOWS}
     out = []
     for name, _sql in rows:
+        if name in virtual and name.startswith("lex_"):  # a lexical index: its FTS5 table holds the data
+            out.append(Table(name, LEXICAL_COLUMNS, ("pid",), rowid=True, fts=True))
+            continue
         if name in virtual or name in shadows or _derived(name):
             continue
         info = c.execute(f"PRAGMA table_xinfo({name})").fetchall()  # cid name type notnull dflt pk hidden

@@ -170,6 +170,7 @@ def test_cli_prints_the_table_and_exits_by_the_result(source: Path, tmp_path: Pa
     data = json.loads(invoke(cli, "db", "copy", str(source), str(dst), "--json"))
     assert data["ok"] and {t["name"]: t["written"] for t in data["tables"]}["nodes"] == 0
     invoke(cli, "db", "copy", str(tmp_path / "missing.db"), str(dst), code=1)
+    assert "same database" in invoke(cli, "db", "copy", str(dst), str(tmp_path / "." / "dst.db"), code=3)
     store = SQLiteStore(dst)
     store.write(lambda c: c.execute("UPDATE nodes SET text = 'changed' WHERE rowid = 1"))
     store.close()

@@ -17,6 +17,7 @@ way), verified.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ def copy_store(
     """Copy every user-data table of `src` into `dst` (both `SQLStore`s), then verify it.
     `max_batches` stops after that many batches (unverified, `complete=False`): how a test stops a
     copy midway; `progress(table, rows written so far)` after each batch."""
+    if _same_database(src, dst):
+        raise StoreError(f"{src.path}: the source and the destination are the same database: nothing to copy")
     if dialect_of(dst) == "sqlite":  # an index's table exists once it was opened: create the source's
         dst.write(lambda c: _create_flat_tables(c, [t.name for t in list_tables(src) if t.flat]))
     dest_tables = {t.name: t for t in list_tables(dst)}
@@ -115,6 +118,15 @@ def copy_store(
         tr.source_rows, tr.source_hash = table_hash(src, table, batch=batch)
         tr.dest_rows, tr.dest_hash = table_hash(dst, table, keys_of=src, batch=batch)
     return report
+
+
+def _same_database(src: Any, dst: Any) -> bool:
+    a, b = str(getattr(src, "path", "")), str(getattr(dst, "path", ""))
+    if dialect_of(src) != dialect_of(dst) or ":memory:" in (a, b):
+        return False
+    if dialect_of(src) == "postgresql":
+        return a == b
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
 
 
 def _create_flat_tables(c: Any, names: Sequence[str]) -> None:

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from knowtree.errors import StoreError
 from knowtree.store.dialect import POSTGRESQL, Dialect
-from knowtree.store.migrations import migrate_postgres
+from knowtree.store.guard import CheckReport
+from knowtree.store.migrations import MIGRATIONS, migrate_postgres
 from knowtree.store.sqlbase import SQLStoreBase, search_terms
 
 INSTALL_HINT = "pip install 'knowtree[postgres]'"
@@ -128,6 +129,26 @@ class PostgresStore(SQLStoreBase):
             (" | ".join(t.lower() for t in terms), name, limit),
         )
         return [(r[0], float(r[1])) for r in rows]
+
+
+def check(url: str) -> CheckReport:
+    """`knowtree check` of a PostgreSQL database, read-only: it answers, holds a knowtree schema this
+    version can open, and how many trees and 8 KiB pages it has (PostgreSQL checks its own pages)."""
+    psycopg, _ = _modules()
+    report = CheckReport(redact(url), [])
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
+            if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+                report.problems.append("not a knowtree database (no schema_version table): open it once to create one")
+                return report
+            version = conn.execute("SELECT version FROM schema_version").fetchone()
+            if version is None or version[0] > len(MIGRATIONS):
+                report.problems.append(f"schema version {version and version[0]} is not one this knowtree knows")
+            report.trees = conn.execute("SELECT COUNT(*) FROM trees").fetchone()[0]
+            report.pages = conn.execute("SELECT pg_database_size(current_database()) / 8192").fetchone()[0]
+    except psycopg.Error as exc:
+        report.problems.append(f"cannot read the database ({_one_line(exc)})")
+    return report
 
 
 def _one_line(exc: BaseException) -> str:

@@ -117,6 +117,28 @@ class PostgresStore(SQLStoreBase):
         lock, released at its commit or rollback."""
         c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"knowtree tree {name}",))
 
+    @contextmanager
+    def hold_tree(self, name: str) -> Iterator[object]:
+        """Across transactions: one process at a time works on the tree `name` (a memory's add reads
+        its state, then writes steps: a second adder waits instead of writing over the first's). A
+        session advisory lock on a pooled connection of its own, in autocommit (no transaction left
+        open while the lock is held); re-entrant within a thread."""
+        held: set[str] = self._local.__dict__.setdefault("held", set())
+        if name in held:
+            yield None
+            return
+        key = f"knowtree writer {name}"  # not `_lock_tree`'s key: a step's own lock must not wait on this one
+        with self._pool.connection() as raw:
+            raw.autocommit = True
+            raw.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            held.add(name)
+            try:
+                yield None
+            finally:
+                held.discard(name)
+                raw.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+                raw.autocommit = False
+
     def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Full-text search over node text and metadata (any of the query's words, ranked by
         `ts_rank`). Returns (node id, score), best first."""

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from tests.conftest import invoke, write_corpus
-from tests.pg_helpers import pg_server_fixture, pg_url_fixture  # noqa: F401  (fixtures)
 
 from knowtree.core import KnowTree
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
@@ -22,6 +21,10 @@ from knowtree.store.copy import CopyConflictError, copy_store, table_hash
 from knowtree.store.docinfo import add_expert, list_experts
 from knowtree.store.tables import encode_row, list_tables, normal, normal_row
 from knowtree.testing.models import KeywordModel
+
+# copies between the backends named in each test (SQLite files by path, PostgreSQL through `pg_url`):
+# not redirected by KNOWTREE_TEST_BACKEND=postgresql
+pytestmark = pytest.mark.sqlite_only
 
 
 def _populate(db: Path, corpus: Path, *, tree: str = "s") -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.pg_helpers import pg_server_fixture, pg_url_fixture  # noqa: F401  (fixtures)
 
 from knowtree.errors import NotFoundError
 from knowtree.records import DocInfo, KBChunk, KBCluster, KBIssue, KBRaw, KBRecord, KBTheme
@@ -125,7 +124,7 @@ def test_check_on_postgresql_reads_every_table_and_matches_full_text_rows(
     from tests.conftest import write_corpus
 
     from knowtree.core import KnowTree
-    from knowtree.store.pgcheck import full_check
+    from knowtree.store.opening import check_target as full_check
     from knowtree.testing.models import KeywordModel
 
     write_corpus(tmp_path / "docs")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treescore import TreeShape
     from knowtree.retrieve.treesearch import Evidence, Found, Rerank
-    from knowtree.store import SQLiteStore
+    from knowtree.store import SQLStore
 
 GROUP = 8  # children per inner node when the dataset gives no structure (knowtree's max_children)
 
@@ -180,7 +180,7 @@ def corpus_tree(corpus: Corpus) -> CorpusTree:
 class Built:
     """One corpus's tree as an index: the in-memory store holding it, and what the metrics need."""
 
-    store: SQLiteStore
+    store: SQLStore
     index: TreeIndex
     shape: TreeShape
     piece_passage: dict[str, str]

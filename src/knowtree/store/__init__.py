@@ -6,7 +6,8 @@ May import: llm (reply types for the cache), config, text, types, errors — not
 """
 
 from knowtree.store.opening import open_store
+from knowtree.store.postgres import PostgresStore  # psycopg itself is imported on first use
 from knowtree.store.protocol import SQLStore, Store
 from knowtree.store.sqlite import SQLiteStore
 
-__all__ = ["SQLStore", "SQLiteStore", "Store", "open_store"]
+__all__ = ["PostgresStore", "SQLStore", "SQLiteStore", "Store", "open_store"]

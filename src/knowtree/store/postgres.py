@@ -19,7 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from knowtree.errors import StoreError
 from knowtree.store.dialect import POSTGRESQL, Dialect
-from knowtree.store.migrations import migrate_postgres
+from knowtree.store.guard import CheckReport
+from knowtree.store.migrations import MIGRATIONS, migrate_postgres
 from knowtree.store.sqlbase import SQLStoreBase, search_terms
 
 INSTALL_HINT = "pip install 'knowtree[postgres]'"
@@ -116,6 +117,28 @@ class PostgresStore(SQLStoreBase):
         lock, released at its commit or rollback."""
         c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"knowtree tree {name}",))
 
+    @contextmanager
+    def hold_tree(self, name: str) -> Iterator[object]:
+        """Across transactions: one process at a time works on the tree `name` (a memory's add reads
+        its state, then writes steps: a second adder waits instead of writing over the first's). A
+        session advisory lock on a pooled connection of its own, in autocommit (no transaction left
+        open while the lock is held); re-entrant within a thread."""
+        held: set[str] = self._local.__dict__.setdefault("held", set())
+        if name in held:
+            yield None
+            return
+        key = f"knowtree writer {name}"  # not `_lock_tree`'s key: a step's own lock must not wait on this one
+        with self._pool.connection() as raw:
+            raw.autocommit = True
+            raw.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            held.add(name)
+            try:
+                yield None
+            finally:
+                held.discard(name)
+                raw.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+                raw.autocommit = False
+
     def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Full-text search over node text and metadata (any of the query's words, ranked by
         `ts_rank`). Returns (node id, score), best first."""
@@ -128,6 +151,26 @@ class PostgresStore(SQLStoreBase):
             (" | ".join(t.lower() for t in terms), name, limit),
         )
         return [(r[0], float(r[1])) for r in rows]
+
+
+def check(url: str) -> CheckReport:
+    """`knowtree check` of a PostgreSQL database, read-only: it answers, holds a knowtree schema this
+    version can open, and how many trees and 8 KiB pages it has (PostgreSQL checks its own pages)."""
+    psycopg, _ = _modules()
+    report = CheckReport(redact(url), [])
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
+            if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+                report.problems.append("not a knowtree database (no schema_version table): open it once to create one")
+                return report
+            version = conn.execute("SELECT version FROM schema_version").fetchone()
+            if version is None or version[0] > len(MIGRATIONS):
+                report.problems.append(f"schema version {version and version[0]} is not one this knowtree knows")
+            report.trees = conn.execute("SELECT COUNT(*) FROM trees").fetchone()[0]
+            report.pages = conn.execute("SELECT pg_database_size(current_database()) / 8192").fetchone()[0]
+    except psycopg.Error as exc:
+        report.problems.append(f"cannot read the database ({_one_line(exc)})")
+    return report
 
 
 def _one_line(exc: BaseException) -> str:

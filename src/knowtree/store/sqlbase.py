@@ -15,7 +15,7 @@ import json
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -69,6 +69,11 @@ class SQLStoreBase(ABC):
 
     def _lock_tree(self, c: Any, name: str) -> None:  # noqa: B027 - SQLite: nothing to do
         """Inside a write transaction: hold off other writers of the tree `name` until it ends."""
+
+    def hold_tree(self, name: str) -> AbstractContextManager[object]:
+        """Across transactions: one process at a time works on the tree `name` (a memory's add reads
+        its state, then writes steps). Nothing on SQLite (as before: one process per memory)."""
+        return nullcontext()
 
     @abstractmethod
     def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:

@@ -203,8 +203,9 @@ def test_sqlite_to_postgresql_and_back_keeps_every_hash(source: Path, tmp_path: 
         ]
         assert store.load_messages("chat") == src.load_messages("chat")
     # PostgreSQL's numbering moved past the copied ledger rows and expert ids: new rows insert
-    add_expert(pg, "*", "a note written after the copy")
-    assert [n.text for n in list_experts(pg)][-1] == "a note written after the copy"
+    before = max(n.id for n in list_experts(pg))
+    assert add_expert(pg, "*", "a note written after the copy").id == before + 1
+
     pg.close()
 
 
@@ -228,3 +229,10 @@ def test_postgresql_destination_refuses_other_data_under_a_key(source: Path, pg_
 
 def _tables_by_key(store: Any, keys_of: Any) -> dict[str, tuple[int, str]]:
     return {t.name: table_hash(store, t, keys_of=keys_of) for t in list_tables(keys_of) if not t.flat}
+
+
+def test_postgresql_numbering_after_copying_an_empty_table(tmp_path: Path, pg_url: str) -> None:
+    empty, pg = SQLiteStore(tmp_path / "empty.db"), open_store(pg_url)
+    assert copy_store(empty, pg).ok
+    assert add_expert(pg, "*", "the first note").id == 1  # not 2: the sequence was not used up
+    pg.close()

@@ -334,9 +334,9 @@ def _advance_sequences(c: Any, tables: Sequence[Table]) -> None:
         for column in table.columns:
             row = c.execute("SELECT pg_get_serial_sequence(?, ?)", (table.name, column)).fetchone()
             if row and row[0]:
+                # the next value: one past the largest copied (1 on an empty table)
                 c.execute(
-                    f"SELECT setval(?, GREATEST((SELECT COALESCE(MAX({column}), 0) FROM {table.name}), 1))",
-                    (row[0],),
+                    f"SELECT setval(?, COALESCE(MAX({column}), 0) + 1, false) FROM {table.name}", (row[0],)
                 )
 
 

@@ -13,7 +13,8 @@ import knowtree
 from conftest import invoke, write_corpus
 from knowtree.core import KnowTree
 from knowtree.store import PostgresStore, SQLiteStore, dialect, open_store
-from knowtree.store.migrations import MIGRATIONS, PG_BASELINE_VERSION
+from knowtree.store.migrations import MIGRATIONS
+from knowtree.store.migrations_pg import PG_BASELINE_VERSION
 from knowtree.store.pgconn import qmark_to_format
 
 

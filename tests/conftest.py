@@ -275,9 +275,12 @@ class PgServer:
             )
             extra = [t for t in self._public_tables(url) if t not in self._tables]
             data = [t for t in self._tables if t != "schema_version"]
+            # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index
             self._sql(
                 *(f'DROP TABLE IF EXISTS "{t}" CASCADE' for t in extra),
-                f"TRUNCATE {', '.join(data)} RESTART IDENTITY CASCADE",
+                "SET session_replication_role = replica",  # no foreign-key triggers: every row goes
+                *(f"DELETE FROM {t}" for t in data),
+                "SELECT setval(s.oid, 1, false) FROM pg_class s WHERE s.relkind = 'S'",
                 url=url,
             )
             self._free.append(url)
@@ -359,8 +362,5 @@ def _test_backend(request: pytest.FixtureRequest) -> Any:
         yield
     finally:
         opening.redirect = None
-        import gc
-
-        gc.collect()  # stores the test dropped close their pools before their databases go
         for url in [*made.values(), *fresh]:
             server.drop(url)

@@ -13,7 +13,8 @@ import knowtree
 from conftest import invoke, write_corpus
 from knowtree.core import KnowTree
 from knowtree.store import PostgresStore, SQLiteStore, dialect, open_store
-from knowtree.store.migrations import MIGRATIONS, PG_BASELINE_VERSION
+from knowtree.store.migrations import MIGRATIONS
+from knowtree.store.migrations_pg import PG_BASELINE_VERSION
 from knowtree.store.pgconn import qmark_to_format
 
 
@@ -154,3 +155,21 @@ def test_the_cli_builds_asks_and_lists_on_a_url(pg_url: str, cli: Any, tmp_path:
     assert "docs" in invoke(cli, "trees", "--db", pg_url)
     assert "build" in invoke(cli, "ledger", "--db", pg_url)
     assert "ok" in invoke(cli, "check", "--db", pg_url)
+
+
+def test_the_eval_tree_method_keeps_its_working_tree_in_the_db_url(pg_url: str) -> None:
+    """`knowtree eval … --db URL`: the `tree` method's corpus tree and index live in that database."""
+    from knowtree.retrieve import Passage
+    from knowtree_eval import datasets as ds
+    from knowtree_eval.base import CorpusContext
+    from knowtree_eval.treemethod import TreeMethod
+
+    corpus = ds.Corpus("story")
+    for i, text in enumerate(["The lighthouse keeper sang.", "A storm broke the mast.", "Nobody found the map."]):
+        corpus.add(Passage(f"p{i}", text, doc="story"))
+    method = TreeMethod(budget=30, use_dense=False)
+    built = method.built(CorpusContext(corpus, db=pg_url))
+    assert "lighthouse" in " ".join(ev.text for ev in method.search(built, "Who sang?").evidence)
+    store = open_store(pg_url)
+    assert store.tree_names() == ["story"]
+    store.close()

@@ -8,9 +8,13 @@ May import: config, llm, store (types only), errors, types.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from knowtree.config import Settings
@@ -48,3 +52,15 @@ class Host(Protocol):
     def memory(self, name: str) -> Any: ...  # a `knowtree.memory.Memory`
 
     def tree_index(self, name: str) -> Any: ...  # a `knowtree.retrieve.treeindex.TreeIndex`, kept between questions
+
+
+def holding_tree(method: Callable[..., T]) -> Callable[..., T]:
+    """A facade's `method` run holding its tree (`Store.hold_tree(self.name)`): writers of one memory
+    in several processes take turns, each reading the state the previous one wrote."""
+
+    @functools.wraps(method)
+    def held(self: Any, *args: Any, **kwargs: Any) -> T:
+        with self.kt.store.hold_tree(self.name):
+            return method(self, *args, **kwargs)
+
+    return held

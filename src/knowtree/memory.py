@@ -24,6 +24,7 @@ from knowtree.answer.router import route
 from knowtree.construct.conversation import AddReport, Progress, StepResult, TopicTree, shifted
 from knowtree.construct.forget import DeleteReport
 from knowtree.errors import NotFoundError, UserError
+from knowtree.host import holding_tree
 from knowtree.ingest.chat import ChatMessage, load_chat, parse_messages, unseen
 from knowtree.types import Answer, NavStep, Node, Usage
 
@@ -86,6 +87,7 @@ class Memory:
         return self.kt.store.load_messages(self.name, start, None if end is None else end + 1)
 
     # -- adding --------------------------------------------------------------------------------
+    @holding_tree
     def add(
         self,
         messages: Sequence[ChatMessage | dict[str, Any]],
@@ -98,22 +100,7 @@ class Memory:
         """Add messages (one exchange or many) to the memory; returns what it cost. A message whose add
         key (`ChatMessage.key`, set by the server) the memory holds already, or a second one with the
         same key, is skipped: a retried or resumed add stores each message once (keys are saved with
-        their messages, in one transaction). Adders of one memory in several processes take turns
-        (`Store.hold_tree`: each reads the state the previous one wrote)."""
-        with self.kt.store.hold_tree(self.name):
-            return self._add(
-                messages, batch_size=batch_size, progress=progress, on_client=on_client, skipped=skipped
-            )
-
-    def _add(
-        self,
-        messages: Sequence[ChatMessage | dict[str, Any]],
-        *,
-        batch_size: int | None,
-        progress: Progress | None,
-        on_client: Callable[[Any], None] | None,
-        skipped: int,
-    ) -> AddReport:
+        their messages, in one transaction). Adders of one memory take turns (`holding_tree`)."""
         started = time.monotonic()
         msgs = parse_messages(messages)
         if any(m.key is not None for m in msgs):
@@ -203,6 +190,7 @@ class Memory:
         )
 
     # -- forgetting ----------------------------------------------------------------------------
+    @holding_tree
     def delete_message(self, position: int) -> DeleteReport:
         """Delete the message at `position` and nothing else the user stored: its row and its leaf
         (with its full-text and tree-index entries) go; no other message moves, so citations to
@@ -210,10 +198,6 @@ class Memory:
         its place, and the summaries that described it are written again from what is left (the
         topic call for its topic, merge calls for the ancestors: O(depth) calls, cached like an
         `add`'s; see `knowtree.construct.forget`). NotFoundError when there is no such message."""
-        with self.kt.store.hold_tree(self.name):
-            return self._delete_message(position)
-
-    def _delete_message(self, position: int) -> DeleteReport:
         started = time.monotonic()
         self._check_kind()
         rows = self.kt.store.load_messages(self.name)

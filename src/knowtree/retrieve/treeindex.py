@@ -38,7 +38,7 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.store import dialect
+from knowtree.store import dialect, indexrows
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.types import Node, content_hash
 
@@ -229,14 +229,8 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
             for e in changed
         ],
     )
-    # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry (SQLite; PostgreSQL
-    # searches the entries themselves, see `TreeIndex.lexical`)
-    if changed and dialect.dialect_of(conn) == dialect.SQLITE:
-        conn.execute(
-            "INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rid, tree, id, body FROM tree_index"
-            " WHERE rid > ?",
-            (last,),
-        )
+    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
+        indexrows.index_new_rows(conn, last)
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # `TreeIndex.vectors` reuses it by text, then drops it
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
@@ -246,9 +240,7 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
     else:
         conn.execute(
-            "INSERT INTO tree_index_state(tree, signature, entries, updated, content) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (tree) DO UPDATE SET signature = excluded.signature, entries = excluded.entries,"
-            " updated = excluded.updated, content = excluded.content",
+            indexrows.PUT_STATE,
             (
                 tree,
                 sig,
@@ -269,25 +261,12 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
 def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
     """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
     for part, marks in in_batches(rids, chunk):
-        if dialect.dialect_of(conn) == dialect.POSTGRESQL:  # no FTS table of its own there
-            conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
-            continue
-        conn.execute(
-            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
-            f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",
-            part,
-        )
-        conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
+        indexrows.delete_rows(conn, part, marks)
 
 
 def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
-    if dialect.dialect_of(conn) == dialect.SQLITE:
-        conn.execute(
-            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
-            " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
-            (tree,),
-        )
+    indexrows.drop_fts(conn, tree)
     for table in ("tree_index", "tree_index_vec", "tree_index_state"):
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
@@ -363,21 +342,9 @@ class TreeIndex:
         terms = query_terms(question)
         if not terms:
             return {}
-        sql = (
-            "SELECT id, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ? AND tree = ?"
-            " ORDER BY bm25(tree_index_fts) LIMIT ?"
-        )
-        match = match_expression(terms)
-        if getattr(self.store, "dialect", dialect.SQLITE) == dialect.POSTGRESQL:
-            # a stand-in until the tree index's PostgreSQL search (scaleidx): ts_rank, negated like bm25
-            sql = (
-                "SELECT id, -ts_rank(to_tsvector('english', body), q) AS s FROM tree_index,"
-                " to_tsquery('english', ?) AS q WHERE tree = ? AND to_tsvector('english', body) @@ q"
-                " ORDER BY s, rid LIMIT ?"
-            )
-            match = " | ".join("".join(ch for ch in t if ch.isalnum()) for t in terms if any(ch.isalnum() for ch in t))
-            if not match:
-                return {}
+        sql, match = indexrows.lexical_query(getattr(self.store, "dialect", "sqlite"), terms, match_expression(terms))
+        if not match:
+            return {}
         try:
             rows = self.store.read(lambda c: c.execute(sql, (match, self.tree, limit)).fetchall())
         except dialect.OperationalError as exc:  # every term is quoted: should not happen
@@ -425,8 +392,7 @@ class TreeIndex:
 
             def save(c: sqlite3.Connection) -> None:
                 c.executemany(
-                    "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
+                    indexrows.PUT_VECTORS,
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
@@ -454,8 +420,7 @@ class TreeIndex:
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
         self.store.write(
             lambda c: c.executemany(
-                "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
+                indexrows.PUT_VECTORS,
                 [
                     (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                     for r, v in zip(rows, vecs, strict=True)

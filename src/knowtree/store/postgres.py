@@ -20,7 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 from knowtree.errors import StoreError
 from knowtree.store.dialect import POSTGRESQL, Dialect
 from knowtree.store.guard import CheckReport
-from knowtree.store.migrations import MIGRATIONS, migrate_postgres
+from knowtree.store.migrations import MIGRATIONS
+from knowtree.store.migrations_pg import migrate_postgres
 from knowtree.store.sqlbase import SQLStoreBase, search_terms
 
 INSTALL_HINT = "pip install 'knowtree[postgres]'"

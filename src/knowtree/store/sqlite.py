@@ -18,12 +18,12 @@ from knowtree.store.dialect import SQLITE, Dialect
 from knowtree.store.guard import as_sqlite_error, hold, mark, preflight, release
 from knowtree.store.migrations import migrate
 from knowtree.store.runs import busy_error
-from knowtree.store.sqlbase import SQLStoreBase, _sql_int, search_terms
+from knowtree.store.sqlbase import SQLStoreBase, search_terms
 
 T = TypeVar("T")
 #: a hook run inside a tree's delete transaction: fn(connection, tree name)
 TreeHook = Callable[[sqlite3.Connection, str], object]
-__all__ = ["SQLiteStore", "TreeHook", "_sql_int"]
+__all__ = ["SQLiteStore", "TreeHook"]
 
 
 class SQLiteStore(SQLStoreBase):

@@ -72,7 +72,7 @@ def main() -> None:
         method.prepare(ctx)
         built = method.built(ctx)
         for case in (c for c in ds.cases if c.corpus == cid):
-            for out, overrides in zip(sums, grid, strict=True):
+            for out, overrides in zip(sums[: len(grid)], grid, strict=True):
                 params = dataclasses.replace(default_params(built.kind), **overrides)
                 ranking = rank_tree(
                     built.index, case.question, embedder=method.embedder, params=params, shape=built.shape

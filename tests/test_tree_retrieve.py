@@ -549,7 +549,7 @@ def test_embed_index_embeds_what_is_missing_once_and_the_next_search_only_the_qu
         emb.embedded = 0
         assert kt.embed_index("t", emb) == entries and emb.embedded == 0  # stored and kept
         stored = kt.store.read(lambda c: c.execute(
-            "SELECT count(*) FROM tree_index_vec WHERE tree = 't' AND embedder = ?", (treeindex.vector_key(emb),)).fetchone()[0])
+            "SELECT count(*) FROM tree_index_vec WHERE tree = 't' AND embedder = ?", (emb.id,)).fetchone()[0])
         assert stored == entries
         hits = kt.tree("t").retrieve("Where did the launch happen?", budget_tokens=200, embedder=emb)
         assert hits and emb.embedded == 1  # the question; every entry's vector was there

@@ -49,17 +49,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 PROBE = 64  # entries embedded to time an embedder before embedding a whole index
-#: a piece's vector is of its text alone (inner entries: context and text): a document's context is
-#: shared by all its pieces and pulled a static embedder's mean toward it (dense over pieces on the dev
-#: sets, text vs context + text: FinanceBench hit@2048 0.492 vs 0.393, LoCoMo hit@1024 0.693 vs 0.655;
-#: RESULTS.md "Retrieval at the same unit"). Part of the vectors' stored key, so none of the other form
-#: is reused.
-VECTOR_FORMAT = "pieces-text"
-
-
-def vector_key(embedder: Embedder) -> str:
-    """Under which name an embedder's vectors of this index are stored (`tree_index_vec.embedder`)."""
-    return f"{embedder.id}/{VECTOR_FORMAT}"
 
 
 class IndexStore(Protocol):
@@ -389,12 +378,12 @@ class TreeIndex:
         import numpy as np
 
         rows = self.rows
-        if self._vectors is not None and self._vectors[0] == vector_key(embedder):
+        if self._vectors is not None and self._vectors[0] == embedder.id:
             return [r.id for r in rows], self._vectors[1]
         stored = self.store.read(
             lambda c: c.execute(
                 "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                (self.tree, vector_key(embedder)),
+                (self.tree, embedder.id),
             ).fetchall()
         )
         have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
@@ -421,10 +410,10 @@ class TreeIndex:
                 c.executemany(
                     "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
                     [
-                        (self.tree, r.id, vector_key(embedder), r.hash, v.tobytes())
+                        (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
                     ]
-                    + [(self.tree, r.id, vector_key(embedder), r.hash, have[r.id][1]) for r in reused],
+                    + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
                 )
                 c.execute(  # vectors kept only for reuse by text: their entries are gone
                     "DELETE FROM tree_index_vec WHERE tree = ? AND id NOT IN (SELECT id FROM tree_index WHERE tree = ?)",
@@ -441,7 +430,7 @@ class TreeIndex:
             if rows
             else np.zeros((0, embedder.dim), dtype=np.float32)
         )
-        self._vectors = (vector_key(embedder), matrix)
+        self._vectors = (embedder.id, matrix)
         return [r.id for r in rows], matrix
 
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
@@ -449,7 +438,7 @@ class TreeIndex:
             lambda c: c.executemany(
                 "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
                 [
-                    (self.tree, r.id, vector_key(embedder), r.hash, v.tobytes())
+                    (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                     for r, v in zip(rows, vecs, strict=True)
                 ],
             )
@@ -479,7 +468,7 @@ class TreeIndex:
             for i, h, v in self.store.read(
                 lambda c: c.execute(
                     "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                    (self.tree, vector_key(embedder)),
+                    (self.tree, embedder.id),
                 ).fetchall()
             )
             if i in wanted
@@ -498,11 +487,10 @@ class TreeIndex:
 
 
 def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:
-    """Vectors of entries (a piece's text, an inner entry's context and text, cut to `EMBED_CHARS`), in
-    batches (`VECTOR_FORMAT`)."""
+    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
     import numpy as np
 
-    texts = [(f"{r.context}\n{r.text}" if r.context and not r.leaf else r.text)[:EMBED_CHARS] for r in rows]
+    texts = [(f"{r.context}\n{r.text}" if r.context else r.text)[:EMBED_CHARS] for r in rows]
     parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # a conversation's turns lean on their session and neighbourhood (path smoothing: +0.07 any-evidence
 # hit within 1,024 tokens on LoCoMo); document pieces gain nothing from it (HotpotQA, FinanceBench) but
 # from covering more places (repeat decay: +0.06 on FinanceBench pages, +0.06 on HotpotQA all-hit)
-DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.7, parent_weight=0.0, decay=0.5, repeat_decay=0.5)
+DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.9, parent_weight=0.0, decay=0.5, repeat_decay=0.5)
 CONVERSATION_PARAMS = ScoreParams(lexical_weight=0.8, parent_weight=0.8, decay=0.7)
 DENSE_SECONDS = 120.0  # embed a whole index only when it takes at most this long (measured on 64)
 DENSE_CANDIDATES = 48  # otherwise score this many lexical candidates (and their ancestors) densely

@@ -20,6 +20,7 @@ from pathlib import Path
 from knowtree.retrieve.treesearch import default_params, rank_tree
 from knowtree_eval.base import CorpusContext
 from knowtree_eval.datasets import load_dataset
+from knowtree_eval.methods import make_method
 from knowtree_eval.scoring import retrieval_metrics
 from knowtree_eval.treemethod import TreeMethod
 
@@ -30,7 +31,7 @@ FILES = {
     "financebench": "financebench_dev_questions.jsonl",
     "quality": "quality_dev.jsonl",
 }
-SHOWN = ("hit_b512", "hit_b1024", "hit_b2048", "all_b512", "all_b1024", "all_b2048")
+SHOWN = tuple(f"{m}_b{b}" for m in ("hit", "all") for b in (512, 1024, 2048, 4096))
 
 
 def main() -> None:
@@ -40,6 +41,17 @@ def main() -> None:
     ap.add_argument("--embedder", default="default", help='"none": BM25 only')
     ap.add_argument("--data", default=None)
     ap.add_argument(
+        "--flat",
+        default="",
+        help="same-unit flat methods to score beside (e.g. flat-bm25,flat-fused-ctx: `knowtree_eval.flatpieces`)",
+    )
+    ap.add_argument("--corpora", type=int, default=None, help="only the first N corpora")
+    ap.add_argument(
+        "--embed-text-only",
+        action="store_true",
+        help="the tree's pieces are embedded without their context (BM25 still indexes it)",
+    )
+    ap.add_argument(
         "--flat-pieces", action="store_true", help="baseline: BM25 over the same pieces, no context, no tree"
     )
     args = ap.parse_args()
@@ -47,17 +59,20 @@ def main() -> None:
         flat_pieces(args.kind, args.data)
         return
     dense = args.embedder != "none"
+    if args.embed_text_only:
+        _embed_text_only()
     grid = [json.loads(p) for p in args.params]
     ds = load_dataset(args.kind, args.data or DATA / FILES[args.kind])
-    sums: list[dict[str, list[float]]] = [{} for _ in grid]
+    flats = [make_method(n) for n in args.flat.split(",") if n.strip()]
+    sums: list[dict[str, list[float]]] = [{} for _ in [*grid, *flats]]
     started = time.perf_counter()
-    for cid, corpus in ds.corpora.items():
+    for cid, corpus in list(ds.corpora.items())[: args.corpora]:
         ctx = CorpusContext(corpus, embedder=args.embedder if dense else "default")
         method = TreeMethod(use_dense=dense)
         method.prepare(ctx)
         built = method.built(ctx)
         for case in (c for c in ds.cases if c.corpus == cid):
-            for out, overrides in zip(sums, grid, strict=True):
+            for out, overrides in zip(sums[: len(grid)], grid, strict=True):
                 params = dataclasses.replace(default_params(built.kind), **overrides)
                 ranking = rank_tree(
                     built.index, case.question, embedder=method.embedder, params=params, shape=built.shape
@@ -68,10 +83,29 @@ def main() -> None:
                 for key, value in metrics.items():
                     if value is not None:
                         out.setdefault(key, []).append(value)
-    for overrides, out in zip(grid, sums, strict=True):
+            for out, flat in zip(sums[len(grid) :], flats, strict=True):
+                for key, value in flat.run(case, ctx).metrics.items():
+                    if value is not None:
+                        out.setdefault(key, []).append(value)
+        ctx.close()
+    for overrides, out in zip([*grid, *(f.name for f in flats)], sums, strict=True):
         shown = " ".join(f"{k}={sum(out[k]) / len(out[k]):.3f}" for k in SHOWN if out.get(k))
         print(json.dumps(overrides), shown)
     print(f"{args.kind}, embedder {args.embedder}: {time.perf_counter() - started:.0f}s")
+
+
+def _embed_text_only() -> None:
+    """Patch the index's embedding step: a piece's vector from its text alone (inner nodes keep theirs)."""
+    import dataclasses as dc
+
+    import knowtree.retrieve.treeindex as treeindex
+
+    embed_rows = treeindex.embed_rows
+
+    def text_only(embedder, rows, batch=256):  # type: ignore[no-untyped-def]
+        return embed_rows(embedder, [dc.replace(r, context="") if r.leaf else r for r in rows], batch)
+
+    treeindex.embed_rows = text_only
 
 
 def flat_pieces(kind: str, data: str | None) -> None:

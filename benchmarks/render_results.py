@@ -92,7 +92,11 @@ def _source(data: dict, *names: str) -> str:
 
 
 RETRIEVAL = ("locomo", "hotpotqa", "financebench")
-RETRIEVAL_NAMES = {"locomo": "LoCoMo (conversations)", "hotpotqa": "HotpotQA (paragraphs)", "financebench": "FinanceBench (10-K pages)"}
+RETRIEVAL_NAMES = {
+    "locomo": "LoCoMo (conversations)",
+    "hotpotqa": "HotpotQA (paragraphs)",
+    "financebench": "FinanceBench (10-K pages)",
+}
 METHODS = ("bm25", "embedding", "hybrid", "tree")
 
 
@@ -112,7 +116,11 @@ def retrieval_headline() -> str:
         budget = str(data["budget"])
         cells = [f"{data['methods'][m]['hit_by_budget'][budget]:.3f}" for m in METHODS]
         cells[-1] = f"**{cells[-1]}**"
-        lines.append(f"| {RETRIEVAL_NAMES[dataset]} ({data['questions']}) | {int(budget):,} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {RETRIEVAL_NAMES[dataset]} ({data['questions']}) | {int(budget):,} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -138,6 +146,62 @@ def retrieval() -> str:
         for m in METHODS:
             hits = data["methods"][m]["hit_by_budget"]
             parts.append(f"| {m} | " + " | ".join(f"{hits[b]:.3f}" for b in budgets) + " |")
+        parts += ["", _source(data, name), ""]
+    return "\n".join(parts)
+
+
+FAIR_METRIC = {"locomo": "hit_by_budget", "hotpotqa": "all_hit_by_budget", "financebench": "hit_by_budget"}
+FAIR_LABEL = {"hit_by_budget": "hit", "all_hit_by_budget": "all"}
+FAIR_BUDGETS = ("512", "1024", "2048", "4096")
+
+
+def fair_retrieval() -> str:
+    """`tree` against flat rankings of the same pieces (`flat-*`), every budget, with their costs."""
+    parts = [
+        "## Retrieval at the same unit: `tree` against flat rankings of its own pieces",
+        "",
+        "The `flat-*` methods rank exactly the ~400-character pieces `tree` indexes, with no tree "
+        "(`src/knowtree_eval/flatpieces.py`): BM25, dense (the run's embedder), fused (0.3 × BM25/max + "
+        "0.7 × min-max cosine) and reciprocal-rank fusion; `-ctx`: each piece indexed with its context. "
+        "Only the pieces' text is counted against the budget. LoCoMo and FinanceBench: any gold evidence "
+        "within B tokens (hit@B); HotpotQA: every gold paragraph (all@B). Best flat method per budget in bold "
+        "when it beats `tree`.",
+        "",
+    ]
+    for dataset in RETRIEVAL:
+        name = f"fair-retrieval/{dataset}.json"
+        data = load(name)
+        key = FAIR_METRIC[dataset]
+        label = FAIR_LABEL[key]
+        methods = data["methods"]
+        best = {
+            b: max((s[key].get(b, 0.0) for m, s in methods.items() if m != "tree"), default=0.0)
+            for b in FAIR_BUDGETS
+        }
+        parts += [
+            f"### {RETRIEVAL_NAMES[dataset]}: {label}@B, {data['questions']} questions, embedder {data['embedder']}",
+            "",
+            "| method | " + " | ".join(f"{label}@{b}" for b in FAIR_BUDGETS) + " | setup s | ms / question |",
+            "|---|" + "---:|" * (len(FAIR_BUDGETS) + 2),
+        ]
+        for m, s in methods.items():
+            cells = []
+            for b in FAIR_BUDGETS:
+                v = s[key].get(b)
+                text = "–" if v is None else f"{v:.3f}"
+                if m != "tree" and v is not None and v == best[b] and v > methods["tree"][key].get(b, 0.0):
+                    text = f"**{text}**"
+                cells.append(text)
+            wall = s.get("wall_s_mean") or 0.0
+            parts.append(
+                f"| {m} | " + " | ".join(cells) + f" | {s.get('setup_s', 0.0):.0f} | {wall * 1000:.0f} |"
+            )
+        costs = data.get("costs") or {}
+        if costs:
+            parts += [
+                "",
+                "Costs: " + "; ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in costs.items()) + ".",
+            ]
         parts += ["", _source(data, name), ""]
     return "\n".join(parts)
 
@@ -214,7 +278,11 @@ def chat_scale() -> str:
 
 
 def crash() -> str:
-    names = ("crash_campaign_run1.json", "crash_campaign_chat_slow.json", "crash_campaign_build_keyword_large.json")
+    names = (
+        "crash_campaign_run1.json",
+        "crash_campaign_chat_slow.json",
+        "crash_campaign_build_keyword_large.json",
+    )
     runs = [(n, load(n)) for n in names]
     lines = [
         "## Crash campaign: SIGKILL during `build` and `chat add`",
@@ -256,7 +324,9 @@ def knowledge_bases() -> str:
     ]
     for _, d in runs:
         for method, hits in d["hit_rate"].items():
-            lines.append(f"| {d['domain']} ({d['queries']}) | {method} | {hits['@1']:.3f} | {hits['@3']:.3f} | {hits['@5']:.3f} |")
+            lines.append(
+                f"| {d['domain']} ({d['queries']}) | {method} | {hits['@1']:.3f} | {hits['@3']:.3f} | {hits['@5']:.3f} |"
+            )
     lines += [
         "",
         "| domain | raw issues | clusters | chunks | model calls | calls / raw issue | build s | embedder |",
@@ -293,7 +363,16 @@ def embedded_model() -> str:
     return "\n".join(lines)
 
 
-SECTIONS = (retrieval, memory, knowledge_bases, server_load, chat_scale, crash, embedded_model)
+SECTIONS = (
+    retrieval,
+    fair_retrieval,
+    memory,
+    knowledge_bases,
+    server_load,
+    chat_scale,
+    crash,
+    embedded_model,
+)
 
 
 def results_page_md() -> str:

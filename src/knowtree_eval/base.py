@@ -91,6 +91,9 @@ class CorpusContext:
     runtime: Runtime | None = None
     embedder: str = "default"
     setup_usage: dict[str, Any] = field(default_factory=dict)
+    #: what several methods build once per corpus and share (e.g. the flat methods' pieces); a value
+    #: with a `close()` is closed with the context
+    shared: dict[str, Any] = field(default_factory=dict)
     _lexical: LexicalIndex | None = field(default=None, repr=False)
     _vectors: VectorIndex | None = field(default=None, repr=False)
 
@@ -130,6 +133,11 @@ class CorpusContext:
         return m.count_tokens(text, self.tokenizer)
 
     def close(self) -> None:
+        for value in self.shared.values():
+            closer = getattr(value, "close", None)
+            if closer is not None:
+                closer()
+        self.shared.clear()
         if self._lexical is not None:
             self._lexical.close()
             self._lexical = None

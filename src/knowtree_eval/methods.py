@@ -1,7 +1,8 @@
 """Methods under evaluation, by name: the registry the command line picks from (`--method bm25,walk`).
 
 Methods are registered by name (`register_method`); the built-in ones are the retrieval baselines
-(`retrieval.py`), `tree` (`treemethod.py`), `nav` (`navmethod.py`) and the LLM methods
+(`retrieval.py`: whole passages; `flatpieces.py`: the tree's pieces, `flat-*`), `tree`
+(`treemethod.py`), `nav` (`navmethod.py`) and the LLM methods
 (`llm_methods.py`, loaded on first use). Every method module imports only downward (`base.py`,
 `scoring.py`); this module sits on top of them and re-exports what a method author needs.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from knowtree.errors import UserError
 from knowtree_eval.base import CorpusContext, Method, MethodFactory, MethodParams, Record
+from knowtree_eval.flatpieces import factories as flat_factories
 from knowtree_eval.retrieval import BM25Method, EmbeddingMethod, HybridMethod
 from knowtree_eval.scoring import (
     BUDGETS,
@@ -39,6 +41,8 @@ _FACTORIES: dict[str, MethodFactory] = {
     # a search per multiple-choice option is `nav`'s default now; the old name stays for recorded commands
     "nav-options": lambda p: _nav_method(p, name="nav-options"),
     "nav-one-query": lambda p: _nav_method(p, choices=False, name="nav-one-query"),
+    # same-unit baselines: BM25 / dense / fused rankings over the tree's own pieces (`flatpieces.py`)
+    **flat_factories(),
 }
 
 

@@ -22,7 +22,10 @@ def eval_command(
         typer.Option(
             "--method",
             help="method(s), comma-separated: bm25, embedding (LLM-free unless --model is given: then they "
-            "also answer), hybrid, tree (LLM-free tree as an index), walk, search, flat, memwalker, fulltext, raptor, "
+            "also answer), hybrid (these three rank whole passages: turns, paragraphs, pages), tree (LLM-free tree "
+            "as an index), flat-bm25 / flat-dense / flat-fused (0.3 BM25/max + 0.7 min-max cosine) / flat-rrf "
+            "(same-unit baselines: the tree's own ~400-character pieces ranked flat, no tree; -ctx, e.g. "
+            "flat-fused-ctx: each piece indexed with its context, as the tree indexes it), walk, search, flat, memwalker, fulltext, raptor, "
             "nav, nav-judge, retrieve (tree + one answer call), tree-summarized / retrieve-summarized / nav-summarized (on a tree "
             "whose inner nodes the model summarized first), nav-overview (its summaries shown to the reader), "
             "nav-one-query (nav searching a multiple-choice question without a search per option; nav-options: "

@@ -39,6 +39,7 @@ class ScoreParams:
     rollup: bool = True  # an inner node's prior may come from its leaves (Σ own / √(N+1))
     inner_entries: bool = True  # an inner node's own entry (its text, summary, title) counts too
     repeat_decay: float = 1.0  # < 1: each further piece of the same leaf counts this much less
+    dense_norm: str = "median"  # cosines rescaled per question: "median" (→ 0) or "minmax" (lowest → 0)
 
 
 @dataclass(slots=True)
@@ -70,17 +71,18 @@ def normalize_lexical(scores: Mapping[str, float]) -> dict[str, float]:
     return {k: max(s, 0.0) / best for k, s in scores.items()}
 
 
-def normalize_dense(scores: Mapping[str, float]) -> dict[str, float]:
+def normalize_dense(scores: Mapping[str, float], anchor: str = "median") -> dict[str, float]:
     """Cosines rescaled per question: the median entry maps to 0, the best to 1, below median to 0.
 
     Raw cosines of different questions live on different scales (a short question against short
     turns, a long one against pages); anchoring on the median makes the signal comparable with the
-    normalised BM25 it is mixed with.
+    normalised BM25 it is mixed with. `anchor="minmax"`: the lowest entry maps to 0 instead (every
+    entry keeps a dense score).
     """
     if not scores:
         return {}
     values = sorted(scores.values())
-    mid = values[len(values) // 2]
+    mid = values[0] if anchor == "minmax" else values[len(values) // 2]
     top = values[-1]
     span = top - mid
     if span <= 1e-9:
@@ -93,10 +95,11 @@ def own_scores(
     dense: Mapping[str, float],
     ids: Sequence[str],
     lexical_weight: float,
+    dense_norm: str = "median",
 ) -> dict[str, float]:
     """The convex mix of the two normalised signals for every id (missing signals count 0)."""
     lex = normalize_lexical(lexical)
-    den = normalize_dense({i: dense[i] for i in ids if i in dense})
+    den = normalize_dense({i: dense[i] for i in ids if i in dense}, dense_norm)
     w = lexical_weight if den else 1.0
     if not lex:
         w = 0.0 if den else w

@@ -100,7 +100,7 @@ def rank_tree(
         best = sorted(lexical, key=lambda i: -lexical[i])[:DENSE_CANDIDATES]
         near = {a for i in best for a in shape.ancestors(i)}
         dense = index.dense(question, embedder, candidates=[*best, *near], max_seconds=DENSE_SECONDS)
-    own = own_scores(lexical, dense, ids, params.lexical_weight)
+    own = own_scores(lexical, dense, ids, params.lexical_weight, params.dense_norm)
     scores = leaf_scores(shape, own, params)
     group = {r.id: r.node for r in index.rows if r.leaf} if params.repeat_decay < 1.0 else None
     ranked = rank(scores, shape, group=group, repeat_decay=params.repeat_decay)

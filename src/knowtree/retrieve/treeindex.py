@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from knowtree.errors import StoreError
+from knowtree.errors import ConfigError
 from knowtree.retrieve.bm25 import match_expression, query_terms
 from knowtree.retrieve.context import (
     ENTRY_FORMAT,
@@ -38,7 +37,7 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.store.rows import NODE_COLUMNS, in_batches
+from knowtree.store import treeindex_sqlite as sql
 from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
@@ -49,14 +48,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 PROBE = 64  # entries embedded to time an embedder before embedding a whole index
+WRITE_EMBEDDER = "default"  # the embedder whose vectors are written with the entries (None: none)
 
 
 class IndexStore(Protocol):
     """What the index needs from a store: run a function on its connection, read-only or in a transaction."""
 
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+    def read(self, fn: Callable[[Any], T]) -> T: ...
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+    def write(self, fn: Callable[[Any], T]) -> T: ...
 
 
 @dataclass(slots=True)
@@ -67,18 +67,13 @@ class SyncReport:
     moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
     unchanged: bool = False  # the nodes were those last indexed: no entry derived, none written
     reused: int = 0  # entries of leaves whose inputs did not change: neither derived nor written
+    embedded: int = 0  # entries embedded by the default embedder (their vectors written with them)
 
 
-def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
+def _doc_context(conn: Any, tree: str) -> dict[str, str]:
     """A line per document of a collection (its metadata and description), by node id and by path."""
-    try:
-        rows = conn.execute(
-            "SELECT path, node_id, description, meta_json FROM doc_info WHERE tree = ?", (tree,)
-        ).fetchall()
-    except sqlite3.OperationalError:  # a database before the collections migration
-        return {}
     out: dict[str, str] = {}
-    for path, node_id, description, meta_json in rows:
+    for path, node_id, description, meta_json in sql.doc_lines(conn, tree):
         meta = json.loads(meta_json or "{}")
         line = " ".join(
             [*(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")), description or ""]
@@ -90,15 +85,15 @@ def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
 
 
 def signature(
-    conn: sqlite3.Connection, tree: str, count: int | None = None, docs: dict[str, str] | None = None
+    conn: Any, tree: str, count: int | None = None, docs: dict[str, str] | None = None
 ) -> str | None:
     """What the index of `tree` was built from: root, last update, node count, document metadata
     (`count` and `docs`: already read by the caller)."""
-    row = conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
+    row = sql.tree_head(conn, tree)
     if row is None:
         return None
     if count is None:
-        count = conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0]
+        count = sql.node_count(conn, tree)
     lines = json.dumps(sorted((_doc_context(conn, tree) if docs is None else docs).items()))
     return content_hash("index", str(row[0]), str(row[1]), str(count), lines, str(PIECE_CHARS))
 
@@ -128,36 +123,36 @@ def _fingerprint(digests: dict[str, str], root: str | None, docs: dict[str, str]
     return h.hexdigest()
 
 
-def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | None = None) -> SyncReport:
+def sync_entries(
+    conn: Any,
+    tree: str,
+    nodes: Sequence[Node] | None = None,
+    *,
+    embedder: Embedder | str | None = WRITE_EMBEDDER,
+) -> SyncReport:
     """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
 
     Runs on the caller's connection and transaction (the store's save), so a tree and its index
     are saved together or not at all. When the node rows are those last indexed (a rebuild that
     changed nothing) no entry is derived and none is written: only the state row's signature
     follows the tree's `updated` time. `nodes`: the tree's nodes as just saved (the store's save
-    hook hands them over), used instead of parsing the rows again.
+    hook hands them over), used instead of parsing the rows again. `embedder` ("default": the
+    project's default, skipped without the embedding extra; None: none): the entries written get
+    their vectors in the same transaction, so no question embeds them.
     """
-    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
-    found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
-    root = found[0] if found else None
+    rows = sql.node_rows(conn, tree)
+    head = sql.tree_head(conn, tree)
+    root = head[0] if head else None
     docs = _doc_context(conn, tree)
     digests = row_digests(rows)
     content = _fingerprint(digests, root, docs)
     sig = signature(conn, tree, len(rows), docs)
-    state = conn.execute(
-        "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
-    ).fetchone()
+    state = sql.read_state(conn, tree)
     if sig is not None and state is not None and state[2] == content:
         if state[0] != sig:
-            conn.execute("UPDATE tree_index_state SET signature = ? WHERE tree = ?", (sig, tree))
+            sql.set_signature(conn, tree, sig)
         return SyncReport(entries=state[1], unchanged=True)
-    existing = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            "SELECT id, hash, rid, body_hash, node, src, leaf, parent, ord FROM tree_index WHERE tree = ?",
-            (tree,),
-        ).fetchall()
-    }
+    existing = {r[0]: r[1:] for r in sql.indexed(conn, tree)}
     leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
@@ -176,23 +171,22 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
     wanted = {e.id for e in entries} | leaves.kept
     removed = [i for i in existing if i not in wanted]
     gone = [*removed, *(e.id for e in changed if e.id in existing)]
-    _delete_rows(conn, [existing[i][1] for i in gone])
+    sql.delete_entries(conn, [existing[i][1] for i in gone])
     # kept leaves under a new parent id: the entries naming it are re-pointed, their text untouched
-    conn.executemany(
-        "UPDATE tree_index SET parent = ?, hash = ? WHERE rid = ?",
-        [
+    sql.repoint(
+        conn,
+        (
             (
                 parent or None,
                 row_hash(parent or None, existing[i][2], existing[i][7], bool(existing[i][5])),
                 existing[i][1],
             )
             for i, parent in leaves.moves
-        ],
+        ),
     )
-    conn.executemany(
-        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ?, src = ?"
-        " WHERE rid = ?",
-        [
+    sql.move(
+        conn,
+        (
             (
                 e.node,
                 e.parent,
@@ -204,12 +198,10 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
                 existing[e.id][1],
             )
             for e in moved
-        ],
+        ),
     )
-    last = conn.execute("SELECT COALESCE(MAX(rid), 0) FROM tree_index").fetchone()[0]  # new rows come after
-    conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    sql.insert_entries(
+        conn,
         [
             (
                 tree,
@@ -228,60 +220,83 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
             for e in changed
         ],
     )
-    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
-        conn.execute(
-            "INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rid, tree, id, body FROM tree_index"
-            " WHERE rid > ?",
-            (last,),
-        )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
-    # `TreeIndex.vectors` reuses it by text, then drops it
+    # it is reused by text below (or by `TreeIndex.vectors` for another embedder), then dropped
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
-    dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
-    conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
-    if sig is None:
-        conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
-    else:
-        conn.execute(
-            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (
-                tree,
-                sig,
-                len(entries) + len(leaves.kept),
-                datetime.now(UTC).isoformat(timespec="seconds"),
-                content,
-            ),
-        )
+    sql.drop_vectors(conn, tree, [i for i in removed if existing[i][2] not in texts])
+    write_leaf_counts(conn, tree)
+    embedded = embed_missing(conn, tree, _write_embedder(embedder))
+    sql.write_state(
+        conn,
+        tree,
+        sig,
+        len(entries) + len(leaves.kept),
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        content,
+    )
     return SyncReport(
         entries=len(entries) + len(leaves.kept),
         written=len(changed),
         removed=len(removed),
         moved=len(moved) + len(leaves.moves),
         reused=len(leaves.kept),
+        embedded=embedded,
     )
 
 
-def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
-    """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
-    for part, marks in in_batches(rids, chunk):
-        conn.execute(
-            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
-            f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",
-            part,
-        )
-        conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
+def leaf_counts(links: Sequence[tuple[Any, str, str | None, int, int]]) -> dict[str, int]:
+    """How many leaf entries lie below each entry (`treescore.rollup`'s N), from (rid, id, parent, leaf, _)."""
+    parent = {r[1]: r[2] for r in links}
+    count: dict[str, int] = {}
+    for r in links:
+        if not r[3]:
+            continue
+        p = parent.get(r[1])
+        while p is not None:
+            count[p] = count.get(p, 0) + 1
+            p = parent.get(p)
+    return count
 
 
-def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
+def write_leaf_counts(conn: Any, tree: str) -> None:
+    """Store each inner entry's number of leaves below it (only the counts that changed are written)."""
+    links = sql.links(conn, tree)
+    count = leaf_counts(links)
+    sql.set_leaf_counts(conn, ((count.get(r[1], 0), r[0]) for r in links if r[4] != count.get(r[1], 0)))
+
+
+def _write_embedder(embedder: Embedder | str | None) -> Embedder | None:
+    if embedder is None or not isinstance(embedder, str):
+        return embedder
+    from knowtree.retrieve.embed import get_embedder
+
+    try:
+        return get_embedder(None if embedder == "default" else embedder)
+    except ConfigError:  # no embedding extra: the index is lexical only
+        return None
+
+
+def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
+    """Give every entry of `tree` a vector by `embedder` of its current text (a text embedded before
+    is reused, never embedded twice), drop that embedder's vectors of entries gone; returns how
+    many entries were embedded."""
+    if embedder is None:
+        return 0
+    missing = sql.unembedded(conn, tree, embedder.id)
+    if missing:
+        have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({m[1] for m in missing})))
+        new = [m for m in missing if m[1] not in have]
+        fresh = embed_texts(embedder, [_embed_text(m[3], m[2]) for m in new])
+        for m, v in zip(new, fresh, strict=True):
+            have[m[1]] = v.tobytes()
+        sql.put_vectors(conn, ((tree, m[0], embedder.id, m[1], have[m[1]]) for m in missing))
+    sql.drop_orphan_vectors(conn, tree, embedder.id)
+    return len(missing)
+
+
+def drop_entries(conn: Any, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
-    conn.execute(
-        "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
-        " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
-        (tree,),
-    )
-    for table in ("tree_index", "tree_index_vec", "tree_index_state"):
-        conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
+    sql.drop_tree(conn, tree)
 
 
 @dataclass(slots=True)
@@ -295,11 +310,23 @@ class IndexRow:
     context: str
     hash: str  # of the text indexed and embedded (context + text)
     cite: dict[str, Any] = field(default_factory=dict)
+    leaves: int = 0  # an inner entry's number of leaf entries below it
+
+    @classmethod
+    def of(cls, r: Sequence[Any]) -> IndexRow:
+        """From a row of `sql.ENTRY_COLUMNS`."""
+        return cls(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]), int(r[9]))
+
+
+FETCHED_MAX = 200_000  # entries read by id and kept per index object (a serving process's bound)
 
 
 class TreeIndex:
     """The index of one tree in a store, synced when the tree changed: `index.lexical(question)` (BM25),
-    `index.dense(question, embedder)`; `retrieve.treesearch.search_index` ranks and packs from it."""
+    `index.dense(question, embedder)`; `retrieve.treesearch.search_index` ranks and packs from it.
+
+    Two ways to read it: `rows` (every entry, read once: the exact path and the navigators) and
+    `fetch(ids)` / `dense_top` (only a question's candidates and their ancestors: large trees)."""
 
     def __init__(self, store: IndexStore, tree: str) -> None:
         self.store = store
@@ -307,65 +334,122 @@ class TreeIndex:
         self.last_sync: SyncReport | None = None
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
+        self._matrix: tuple[str, list[str], dict[str, int], np.ndarray] | None = None
+        self._fetched: dict[str, IndexRow] = {}
         self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
         self.content: str | None = None  # what the entries come from; the rows, read later, are never older
+        self.entries = 0  # how many entries the index has
         self.ensure()
 
-    def _state(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
-        """(whether the index is behind its tree, the fingerprint of what its entries come from)."""
-        row = conn.execute("SELECT signature, content FROM tree_index_state WHERE tree = ?", (self.tree,)).fetchone()
-        return row is None or row[0] != signature(conn, self.tree), None if row is None else row[1]
+    def _state(self, conn: Any) -> tuple[bool, str | None, int]:
+        """(whether the index is behind its tree, the fingerprint of what its entries come from, entries)."""
+        row = sql.read_state(conn, self.tree)
+        behind = row is None or row[0] != signature(conn, self.tree)
+        return behind, None if row is None else row[2], 0 if row is None else int(row[1])
 
     def ensure(self) -> bool:
         """Re-sync when the tree changed since it was indexed (or was saved before the index existed),
         and forget what this object read when the entries changed since; True when it re-synced."""
-        behind, content = self.store.read(self._state)
+        behind, content, entries = self.store.read(self._state)
         if behind:
             self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
-            content = self.store.read(self._state)[1]
+            _, content, entries = self.store.read(self._state)
         if behind or content != self.content:
             self._rows = None
             self._vectors = None
+            self._matrix = None
+            self._fetched = {}
             self.memo = {}
             self.content = content
+        self.entries = entries
         return behind
 
     def current(self) -> bool:
         """Whether the index is in step with the tree, no entry changed since this object was made."""
-        behind, content = self.store.read(self._state)
+        behind, content, _ = self.store.read(self._state)
         return not behind and content is not None and content == self.content
 
     @property
     def rows(self) -> list[IndexRow]:
         if self._rows is None:
-            rows = self.store.read(
-                lambda c: c.execute(
-                    "SELECT id, node, parent, leaf, ord, text, context, body_hash, cite_json FROM tree_index"
-                    " WHERE tree = ? ORDER BY leaf DESC, ord, rowid",
-                    (self.tree,),
-                ).fetchall()
-            )
-            self._rows = [
-                IndexRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8])) for r in rows
-            ]
+            self._rows = [IndexRow.of(r) for r in self.store.read(lambda c: sql.entry_rows(c, self.tree))]
         return self._rows
 
+    def fetch(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        """The entries named (those that exist), read by id: a question reads its candidates only."""
+        if self._rows is not None and not self._fetched:
+            self._fetched = {r.id: r for r in self._rows}
+        want = [i for i in dict.fromkeys(ids) if i not in self._fetched]
+        if want:
+            if len(self._fetched) + len(want) > FETCHED_MAX:
+                self._fetched = {}
+            for r in self.store.read(lambda c: sql.rows_by_id(c, self.tree, want)):
+                row = IndexRow.of(r)
+                self._fetched[row.id] = row
+        return {i: self._fetched[i] for i in ids if i in self._fetched}
+
+    def with_ancestors(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        """The entries named and every entry above them (one read per level)."""
+        out = self.fetch(ids)
+        level = list(out.values())
+        while level:
+            parents = [r.parent for r in level if r.parent is not None and r.parent not in out]
+            got = self.fetch(parents)
+            out.update(got)
+            level = list(got.values())
+        return out
+
     def lexical(self, question: str, limit: int = 5000) -> dict[str, float]:
-        """BM25 (higher is better) of every entry sharing a content word with the question."""
+        """BM25 (higher is better) of the `limit` best entries sharing a content word with the question."""
         terms = query_terms(question)
         if not terms:
             return {}
-        sql = (
-            "SELECT id, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ? AND tree = ?"
-            " ORDER BY bm25(tree_index_fts) LIMIT ?"
-        )
-        try:
-            rows = self.store.read(
-                lambda c: c.execute(sql, (match_expression(terms), self.tree, limit)).fetchall()
-            )
-        except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
-            raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
+        rows = self.store.read(lambda c: sql.lexical(c, self.tree, match_expression(terms), limit))
         return {str(r[0]): -float(r[1]) for r in rows}
+
+    def matrix(self, embedder: Embedder) -> tuple[list[str], dict[str, int], np.ndarray]:
+        """(ids, position by id, vectors) of every entry by `embedder`, read once per index object;
+        entries without a vector of their current text are embedded first (the lazy path: an
+        embedder other than the one whose vectors are written with the entries)."""
+        import numpy as np
+
+        if self._matrix is not None and self._matrix[0] == embedder.id:
+            return self._matrix[1], self._matrix[2], self._matrix[3]
+        got = self.store.read(lambda c: sql.current_vectors(c, self.tree, embedder.id))
+        if len(got) != self.entries:
+            self.vectors(embedder)  # embeds and stores what is missing
+            self._vectors = None
+            got = self.store.read(lambda c: sql.current_vectors(c, self.tree, embedder.id))
+        ids = [r[0] for r in got]
+        mat = (
+            np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32).reshape(len(got), embedder.dim)
+            if got
+            else np.zeros((0, embedder.dim), dtype=np.float32)
+        )
+        self._matrix = (embedder.id, ids, {i: n for n, i in enumerate(ids)}, mat)
+        return ids, self._matrix[2], mat
+
+    def dense_top(
+        self, question: str, embedder: Embedder, k: int
+    ) -> tuple[dict[str, float], Callable[[str], float | None], float]:
+        """The `k` entries most similar to `question` (cosine), a lookup of any entry's cosine, and
+        the median cosine over all entries (exact: every vector is scored, one matrix product)."""
+        import numpy as np
+
+        ids, pos, mat = self.matrix(embedder)
+        if not ids:
+            return {}, lambda _i: None, 0.0
+        scores = mat @ embedder.embed([question])[0]
+        n = len(scores)
+        mid = float(np.partition(scores, n // 2)[n // 2])
+        k = min(k, n)
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+
+        def cosine(i: str) -> float | None:
+            p = pos.get(i)
+            return None if p is None else float(scores[p])
+
+        return {ids[p]: float(scores[p]) for p in top}, cosine, mid
 
     def vectors(
         self, embedder: Embedder, *, max_seconds: float | None = None
@@ -380,12 +464,7 @@ class TreeIndex:
         rows = self.rows
         if self._vectors is not None and self._vectors[0] == embedder.id:
             return [r.id for r in rows], self._vectors[1]
-        stored = self.store.read(
-            lambda c: c.execute(
-                "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                (self.tree, embedder.id),
-            ).fetchall()
-        )
+        stored = self.store.read(lambda c: sql.vectors(c, self.tree, embedder.id))
         have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
         by_text = {h: vec for h, vec in have.values()}  # the same text is never embedded twice
         reused = []
@@ -406,19 +485,16 @@ class TreeIndex:
         if missing or reused or orphans:
             fresh = embed_rows(embedder, missing)
 
-            def save(c: sqlite3.Connection) -> None:
-                c.executemany(
-                    "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+            def save(c: Any) -> None:
+                sql.put_vectors(
+                    c,
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
                     ]
                     + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
                 )
-                c.execute(  # vectors kept only for reuse by text: their entries are gone
-                    "DELETE FROM tree_index_vec WHERE tree = ? AND id NOT IN (SELECT id FROM tree_index WHERE tree = ?)",
-                    (self.tree, self.tree),
-                )
+                sql.drop_orphan_vectors(c, self.tree)  # kept only for reuse by text: their entries are gone
 
             self.store.write(save)
             for r, v in zip(missing, fresh, strict=True):
@@ -435,8 +511,8 @@ class TreeIndex:
 
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
         self.store.write(
-            lambda c: c.executemany(
-                "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+            lambda c: sql.put_vectors(
+                c,
                 [
                     (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                     for r, v in zip(rows, vecs, strict=True)
@@ -465,12 +541,7 @@ class TreeIndex:
         rows = [r for r in self.rows if r.id in wanted]
         stored = {
             i: (h, v)
-            for i, h, v in self.store.read(
-                lambda c: c.execute(
-                    "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                    (self.tree, embedder.id),
-                ).fetchall()
-            )
+            for i, h, v in self.store.read(lambda c: sql.vectors(c, self.tree, embedder.id))
             if i in wanted
         }
         missing = [r for r in rows if r.id not in stored or stored[r.id][0] != r.hash]
@@ -486,11 +557,18 @@ class TreeIndex:
         return out
 
 
-def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:
-    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
+def _embed_text(context: str, text: str) -> str:
+    return (f"{context}\n{text}" if context else text)[:EMBED_CHARS]
+
+
+def embed_texts(embedder: Embedder, texts: Sequence[str], batch: int = 256) -> np.ndarray:
+    """Vectors of texts, in batches."""
     import numpy as np
 
-    texts = [(f"{r.context}\n{r.text}" if r.context else r.text)[:EMBED_CHARS] for r in rows]
     parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
+
+def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:
+    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
+    return embed_texts(embedder, [_embed_text(r.context, r.text) for r in rows], batch)

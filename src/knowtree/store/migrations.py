@@ -349,6 +349,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN add_key TEXT;
     CREATE UNIQUE INDEX messages_add_key ON messages(tree, add_key) WHERE add_key IS NOT NULL;
     """,
+    # branch scaleidx: how many leaf entries lie below each inner entry of the tree index (`leaves`),
+    # so a question's roll-up reads only its candidates' ancestors (retrieve/treesearch.py); every
+    # index is marked behind so its next sync writes the counts and the default embedder's vectors
+    """
+    ALTER TABLE tree_index ADD COLUMN leaves INTEGER NOT NULL DEFAULT 0;
+    UPDATE tree_index_state SET signature = '', content = '';
+    """,
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

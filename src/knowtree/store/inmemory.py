@@ -276,12 +276,19 @@ class InMemoryStore:
             seconds=sum(u.seconds for _, u in mine),
         )
 
-    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+    def runs(
+        self, tree: str | None = None, limit: int = 20, *, owner: str | None = None
+    ) -> list[dict[str, object]]:
         picked = [
-            r for r in self._runs if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
+            r
+            for r in self._runs
+            if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
         ]
         latest = sorted(enumerate(picked), key=lambda ir: (str(ir[1]["started"]), ir[0]), reverse=True)
         return [
-            {**{k: v for k, v in r.items() if k != "owner"}, "usage": self.run_usage(str(r["id"])).model_dump()}
+            {
+                **{k: v for k, v in r.items() if k != "owner"},
+                "usage": self.run_usage(str(r["id"])).model_dump(),
+            }
             for _, r in latest[:limit]
         ]

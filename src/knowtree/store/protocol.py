@@ -161,7 +161,9 @@ class Store(Protocol):
 
     def run_usage(self, run_id: str) -> Usage: ...
 
-    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+    def runs(
+        self, tree: str | None = None, limit: int = 20, *, owner: str | None = None
+    ) -> list[dict[str, object]]:
         """The latest runs, of the label `tree` and/or of the subjects `owner` owns (store/names.py)."""
         ...
 

@@ -295,7 +295,9 @@ class SQLiteStore:
                     " source_id, attachment, node_id, add_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [message_row(name, m) for m in messages],
                 )
-                c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
+                c.executemany(
+                    "DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten]
+                )
         except sqlite3.Error as exc:
             raise StoreError(
                 f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"
@@ -316,10 +318,13 @@ class SQLiteStore:
         wanted = list(dict.fromkeys(keys))
         for i in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
             part = wanted[i : i + 500]
-            found.update(r[0] for r in self._query(
-                f"SELECT add_key FROM messages WHERE tree = ? AND add_key IN ({', '.join('?' * len(part))})",
-                (name, *part),
-            ))
+            found.update(
+                r[0]
+                for r in self._query(
+                    f"SELECT add_key FROM messages WHERE tree = ? AND add_key IN ({', '.join('?' * len(part))})",
+                    (name, *part),
+                )
+            )
         return found
 
     def tree_settings(self, name: str) -> dict[str, object]:
@@ -415,7 +420,9 @@ class SQLiteStore:
             seconds=row[5] or 0.0,
         )
 
-    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
+    def runs(
+        self, tree: str | None = None, limit: int = 20, *, owner: str | None = None
+    ) -> list[dict[str, object]]:
         """The latest runs (of the label `tree`; of the subjects `owner` owns, exactly); a 'running'
         run whose process is gone shows as 'interrupted'."""
         sql = "SELECT id, kind, tree, detail, status, started, finished, space, subject, pid, host FROM runs"

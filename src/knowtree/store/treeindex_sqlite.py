@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from knowtree.errors import StoreError
+from knowtree.store.migrations import LEXICAL_TOKENIZER as TOKENIZER
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 
 #: what `entry_rows` and `rows_by_id` return per entry, in this order
@@ -171,6 +172,61 @@ def lexical(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> list
         ).fetchall()
     except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
         raise StoreError(f"index search failed for {match[:80]!r} ({exc})") from exc
+
+
+def lexical_top(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> list[tuple[str, float]]:
+    """`lexical`, faster on a large index: FTS5 ranks every entry matching the query without its
+    `tree` filter (an UNINDEXED column of an external-content table is read from `tree_index` row by
+    row: 3x the time), then the rows of other trees are dropped; when that leaves fewer than `limit`
+    while more rows matched, the filtered query runs (the same BM25: the filter changes no statistic)."""
+    wide = limit * 4
+    try:
+        got = conn.execute(
+            "SELECT rowid, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ?"
+            " ORDER BY bm25(tree_index_fts) LIMIT ?",
+            (match, wide),
+        ).fetchall()
+    except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
+        raise StoreError(f"index search failed for {match[:80]!r} ({exc})") from exc
+    ids: dict[int, str] = {}
+    for part, marks in in_batches([r[0] for r in got], 500):  # by rowid: `tree = ?` here made SQLite
+        # walk the tree's (tree, id) index instead
+        for rid, entry, owner in conn.execute(
+            f"SELECT rid, id, tree FROM tree_index WHERE rid IN ({marks})", part
+        ):
+            if owner == tree:
+                ids[rid] = entry
+    if len(ids) < limit and len(got) == wide:
+        return lexical(conn, tree, match, limit)
+    return [(ids[r], b) for r, b in got if r in ids][:limit]
+
+
+def term_docs(conn: sqlite3.Connection, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+    """({query term: how many entries of every tree hold it, as FTS5 tokenizes it}, entries): the
+    statistics FTS5's BM25 computes its idf from. A term FTS5 splits or drops is absent."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_terms USING fts5(term, tokenize = '{TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_vocab USING fts5vocab(temp, kt_query_terms, instance)"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_index_vocab USING fts5vocab(main, tree_index_fts, row)"
+    )
+    conn.executemany("INSERT INTO temp.kt_query_terms(rowid, term) VALUES (?, ?)", list(enumerate(terms)))
+    try:
+        tokens = conn.execute("SELECT doc, term FROM temp.kt_query_vocab").fetchall()
+    finally:
+        conn.execute("DELETE FROM temp.kt_query_terms")
+    one: dict[int, list[str]] = {}
+    for doc, token in tokens:
+        one.setdefault(doc, []).append(token)
+    stemmed = {terms[d]: t[0] for d, t in one.items() if len(t) == 1}
+    found: dict[str, int] = {}
+    for part, marks in in_batches(sorted(set(stemmed.values())), 500):
+        found.update(conn.execute(f"SELECT term, doc FROM temp.kt_index_vocab WHERE term IN ({marks})", part))
+    total = conn.execute("SELECT COALESCE(SUM(entries), 0) FROM tree_index_state").fetchone()[0]
+    return {q: found.get(t, 0) for q, t in stemmed.items()}, int(total)
 
 
 # -- vectors ----------------------------------------------------------------------------------------

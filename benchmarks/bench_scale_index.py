@@ -86,8 +86,22 @@ def kt_cli() -> str:
 def build(db: Path, corpus: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [kt_cli(), "build", str(corpus), "--tree", "t", "--db", str(db), "--model", "keyword",
-         "--summaries", "none", "--structure", "headings", "-q"],
+        [
+            kt_cli(),
+            "build",
+            str(corpus),
+            "--tree",
+            "t",
+            "--db",
+            str(db),
+            "--model",
+            "keyword",
+            "--summaries",
+            "none",
+            "--structure",
+            "headings",
+            "-q",
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -143,7 +157,19 @@ def warm(db: Path, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
 def cold(db: Path, question: str) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [kt_cli(), "ask", "t", question, "--db", str(db), "--model", "keyword", "--mode", "retrieve", "--no-answer"],
+        [
+            kt_cli(),
+            "ask",
+            "t",
+            question,
+            "--db",
+            str(db),
+            "--model",
+            "keyword",
+            "--mode",
+            "retrieve",
+            "--no-answer",
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )

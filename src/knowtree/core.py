@@ -56,14 +56,14 @@ class KnowTree:
             overrides["model"] = model
             model = None
         if settings is None:
-            settings = Settings.load({"db": str(db) if db is not None else None, **overrides}, read_env=read_env)
+            settings = Settings.load(
+                {"db": str(db) if db is not None else None, **overrides}, read_env=read_env
+            )
         else:
             settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
         if not create and settings.db != ":memory:" and not Path(settings.db).exists():
-            raise NotFoundError(
-                f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)"
-            )
+            raise NotFoundError(f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)")
         self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
         self._indexes = IndexCache(self.store)  # and read once, kept while its tree does not change
@@ -180,7 +180,14 @@ class KnowTree:
         `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata.
         A tree of another kind under that name is refused unless `replace`."""
         return building.build_structured(
-            self, sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=replace
+            self,
+            sources,
+            tree=tree,
+            add=add,
+            meta=meta,
+            progress=progress,
+            on_client=on_client,
+            replace=replace,
         )
 
     def build_documents(
@@ -205,7 +212,10 @@ class KnowTree:
         A tree built in chunks is rebuilt from its other documents with the model it was built with
         (or `model`); unchanged calls come from the cache."""
         return building.remove_document(
-            self, tree, path, use_tree_model=lambda required: self._use_tree_model(tree, model, required=required)
+            self,
+            tree,
+            path,
+            use_tree_model=lambda required: self._use_tree_model(tree, model, required=required),
         )
 
     def _use_tree_model(self, tree: str, model: str | None, *, required: bool) -> None:
@@ -215,8 +225,10 @@ class KnowTree:
             return
         from knowtree.llm.registry import spec_for_id
 
-        spec = model or str(self.store.tree_settings(tree).get("model_spec") or "") or spec_for_id(
-            self.store.tree_info(tree).model
+        spec = (
+            model
+            or str(self.store.tree_settings(tree).get("model_spec") or "")
+            or spec_for_id(self.store.tree_info(tree).model)
         )
         if not spec:
             if required:

@@ -47,4 +47,6 @@ class Host(Protocol):
 
     def memory(self, name: str) -> Any: ...  # a `knowtree.memory.Memory`
 
-    def tree_index(self, name: str) -> Any: ...  # a `knowtree.retrieve.treeindex.TreeIndex`, kept between questions
+    def tree_index(
+        self, name: str
+    ) -> Any: ...  # a `knowtree.retrieve.treeindex.TreeIndex`, kept between questions

@@ -102,7 +102,11 @@ class Memory:
         started = time.monotonic()
         msgs = parse_messages(messages)
         if any(m.key is not None for m in msgs):
-            held = self.kt.store.stored_add_keys(self.name, [m.key for m in msgs if m.key]) if self.exists else set()
+            held = (
+                self.kt.store.stored_add_keys(self.name, [m.key for m in msgs if m.key])
+                if self.exists
+                else set()
+            )
             kept = unseen(msgs, held)
             if progress is not None and len(kept) < len(msgs):  # done/total of the whole request
                 progress = shifted(progress, len(msgs) - len(kept))

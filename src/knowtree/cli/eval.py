@@ -73,7 +73,9 @@ def eval_command(
     ] = "default",
     skip: Annotated[
         int | None,
-        typer.Option("--skip", help="leave out the first N questions (after --corpus/--per-corpus; before --limit)"),
+        typer.Option(
+            "--skip", help="leave out the first N questions (after --corpus/--per-corpus; before --limit)"
+        ),
     ] = None,
     nav: Annotated[
         str | None,

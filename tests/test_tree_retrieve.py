@@ -380,11 +380,11 @@ def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path, m
     conn.executescript(_OLD_LAYOUT)
     # rewound to just before those two; the migrations appended after them are in the file already,
     # so only those two are replayed
-    rewound = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in m)
+    rewound = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in str(m))
     conn.execute(f"PRAGMA user_version = {rewound}")
     conn.close()
     # and the leaf counts' migration, which rewrites the tree index's table too
-    counts = [m for m in MIGRATIONS if "tree_index ADD COLUMN leaves" in m]
+    counts = [m for m in MIGRATIONS if "tree_index ADD COLUMN leaves" in getattr(m, "sqlite", m)]
     monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: rewound + 2] + counts)
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         assert _index_table(kt, "t") == entries

@@ -29,7 +29,7 @@ CollectionStrategy = Literal["auto", "describe", "metadata", "semantic"]
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    db: str = Field("knowtree.db", description="SQLite database file")
+    db: str = Field("knowtree.db", description="SQLite file or postgresql:// URL")
     model: str = Field(
         "local",
         description="local | local:FILE.gguf | openai:MODEL[@BASE_URL] | ollama:MODEL | anthropic:MODEL | keyword",
@@ -58,16 +58,13 @@ class Settings(BaseModel):
     taxonomy: list[str] | None = Field(None, description="content types (default: the built-in list)")
     # documents with structure (PDF, DOCX, HTML; Markdown by headings on request)
     structure: Literal["auto", "headings"] = Field(
-        "auto",
-        description="auto: PDF/DOCX/HTML by their structure, text and Markdown in chunks; headings: Markdown by headings too",
+        "auto", description="auto: PDF/DOCX/HTML by their structure, text and Markdown in chunks; headings: Markdown by headings too"
     )
     summaries: Literal["auto", "none", "lazy", "eager"] = Field(
         "auto",
         description="structured trees: none (titles only, no LLM call), lazy (when a navigator first sees a node), eager; auto: none for PDFs, eager otherwise",
     )
-    node_max_pages: int = Field(
-        2, ge=1, description="pages per leaf of a PDF tree (larger sections are split)"
-    )
+    node_max_pages: int = Field(2, ge=1, description="pages per leaf of a PDF tree (larger sections are split)")
     node_max_chars: int = Field(6000, ge=500, description="characters per leaf of a structured tree")
     describe: bool = Field(True, description="one-sentence description + metadata per document (1 call each)")
     ask_mode: AskMode = Field(
@@ -82,19 +79,11 @@ class Settings(BaseModel):
         "auto", description="how a question picks documents in a collection"
     )
     # safety: budgets per build and per question, the confirmation threshold, input and lock limits
-    max_calls: int | None = Field(
-        None, ge=0, description="model calls allowed per build / question (cache hits are free)"
-    )
-    max_tokens: int | None = Field(
-        None, ge=0, description="input + output tokens allowed per build / question"
-    )
-    max_cost: float | None = Field(
-        None, ge=0, description="USD allowed per build / question (needs the *_cost_per_mtok prices)"
-    )
+    max_calls: int | None = Field(None, ge=0, description="model calls allowed per build / question (cache hits are free)")
+    max_tokens: int | None = Field(None, ge=0, description="input + output tokens allowed per build / question")
+    max_cost: float | None = Field(None, ge=0, description="USD allowed per build / question (needs the *_cost_per_mtok prices)")
     confirm_calls: int = Field(
-        500,
-        ge=0,
-        description="a build or enrich estimated above this many model calls asks first (--yes skips)",
+        500, ge=0, description="a build or enrich estimated above this many model calls asks first (--yes skips)"
     )
     max_input_mb: float = Field(50.0, gt=0, description="largest text input file, in MB")
     busy_timeout: float = Field(120.0, gt=0, description="seconds to wait for another process's write lock")

@@ -18,7 +18,7 @@ from knowtree.config import Settings
 from knowtree.construct.builder import Progress
 from knowtree.construct.estimate import Confirm
 from knowtree.construct.report import BuildReport, RemoveReport
-from knowtree.errors import ConfigError, NotFoundError
+from knowtree.errors import ConfigError
 from knowtree.host import Run
 from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.structure import StructuredDocument
@@ -26,7 +26,7 @@ from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
-from knowtree.store import SQLiteStore, SQLStore
+from knowtree.store import SQLStore, open_store
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
@@ -56,15 +56,12 @@ class KnowTree:
             overrides["model"] = model
             model = None
         if settings is None:
-            settings = Settings.load(
-                {"db": str(db) if db is not None else None, **overrides}, read_env=read_env
-            )
+            settings = Settings.load({"db": str(db) if db is not None else None, **overrides}, read_env=read_env)
         else:
             settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
-        if not create and settings.db != ":memory:" and not Path(settings.db).exists():
-            raise NotFoundError(f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)")
-        self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
+        # a file must exist unless `create` (a URL's database always does)
+        self.store: SQLStore = open_store(settings.db, create=create, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
         self._indexes = IndexCache(self.store)  # and read once, kept while its tree does not change
         self._model: Model | None = model
@@ -180,14 +177,7 @@ class KnowTree:
         `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata.
         A tree of another kind under that name is refused unless `replace`."""
         return building.build_structured(
-            self,
-            sources,
-            tree=tree,
-            add=add,
-            meta=meta,
-            progress=progress,
-            on_client=on_client,
-            replace=replace,
+            self, sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=replace
         )
 
     def build_documents(
@@ -212,10 +202,7 @@ class KnowTree:
         A tree built in chunks is rebuilt from its other documents with the model it was built with
         (or `model`); unchanged calls come from the cache."""
         return building.remove_document(
-            self,
-            tree,
-            path,
-            use_tree_model=lambda required: self._use_tree_model(tree, model, required=required),
+            self, tree, path, use_tree_model=lambda required: self._use_tree_model(tree, model, required=required)
         )
 
     def _use_tree_model(self, tree: str, model: str | None, *, required: bool) -> None:
@@ -225,10 +212,8 @@ class KnowTree:
             return
         from knowtree.llm.registry import spec_for_id
 
-        spec = (
-            model
-            or str(self.store.tree_settings(tree).get("model_spec") or "")
-            or spec_for_id(self.store.tree_info(tree).model)
+        spec = model or str(self.store.tree_settings(tree).get("model_spec") or "") or spec_for_id(
+            self.store.tree_info(tree).model
         )
         if not spec:
             if required:

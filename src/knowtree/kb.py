@@ -47,13 +47,13 @@ from knowtree.store import kb as kbstore
 if TYPE_CHECKING:
     from knowtree.host import Host
     from knowtree.llm.client import LLMClient
-    from knowtree.store.sqlite import SQLiteStore
+    from knowtree.store.protocol import SQLStore
 
 
 class StoredRows:
     """The KB builder's reads and writes (`construct.kb.builder.KBRows`), on this KB's store rows."""
 
-    def __init__(self, store: SQLiteStore, name: str) -> None:
+    def __init__(self, store: SQLStore, name: str) -> None:
         self.store, self.name = store, name
 
     def save_parts(self, **parts: Any) -> None:

@@ -59,9 +59,7 @@ class Tree:
         """What the answer step reads for `evidence`: its items' leaves and the root."""
         from knowtree.answer.indexed import evidence_node_ids
 
-        return self._read_nodes(
-            [*([self.info.root_id] if self.info.root_id else []), *evidence_node_ids(evidence)]
-        )
+        return self._read_nodes([*([self.info.root_id] if self.info.root_id else []), *evidence_node_ids(evidence)])
 
     def _is_structured(self) -> bool:
         """Whether the tree was built from its documents' structure: its root has a title (one node read)."""
@@ -153,9 +151,7 @@ class Tree:
             return self.kt.memory(self.name).ask(
                 question,
                 mode=plan.mode,
-                navigator=None
-                if plan.navigator == "index"
-                else plan.navigator,  # "index" is routed by the mode, not named
+                navigator=None if plan.navigator == "index" else plan.navigator,  # "index" is routed by the mode, not named
                 budget_tokens=budget_tokens,
                 on_step=on_step,
             )

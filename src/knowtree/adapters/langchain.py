@@ -1,8 +1,8 @@
 """A LangChain retriever over a knowtree tree or memory (pip install "knowtree[langchain]").
 
-from knowtree.adapters.langchain import KnowtreeRetriever
-retriever = KnowtreeRetriever(kt=knowtree.open("kb.db"), tree="docs", budget_tokens=1500)
-docs = retriever.invoke("Who chose PostgreSQL?")   # Documents with score, node id and citation
+    from knowtree.adapters.langchain import KnowtreeRetriever
+    retriever = KnowtreeRetriever(kt=knowtree.open("kb.db"), tree="docs", budget_tokens=1500)
+    docs = retriever.invoke("Who chose PostgreSQL?")   # Documents with score, node id and citation
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ class KnowtreeRetriever(BaseRetriever):
     budget_tokens: int = Field(1000, ge=50, description="tokens of evidence to return at most")
     use_model: bool = Field(False, description="memories: let the model walk the tree (else hybrid search)")
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         _, evidence = retrieve(self.kt, self.tree, query, self.budget_tokens, use_model=self.use_model)
         return [to_document(e, self.tree) for e in evidence]
 
@@ -46,12 +44,6 @@ def to_document(e: Evidence, tree: str) -> Document:
     return Document(
         id=e.node_id or None,
         page_content=e.text,
-        metadata={
-            "score": e.score,
-            "node_id": e.node_id,
-            "via": e.via,
-            "source": e.citation.file,
-            "citation": citation,
-            "tree": tree,
-        },
+        metadata={"score": e.score, "node_id": e.node_id, "via": e.via, "source": e.citation.file,
+                  "citation": citation, "tree": tree},
     )

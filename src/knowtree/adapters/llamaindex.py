@@ -1,8 +1,8 @@
 """A LlamaIndex retriever over a knowtree tree or memory (pip install "knowtree[llamaindex]").
 
-from knowtree.adapters.llamaindex import KnowtreeRetriever
-retriever = KnowtreeRetriever(knowtree.open("kb.db"), "docs", budget_tokens=1500)
-nodes = retriever.retrieve("Who chose PostgreSQL?")   # NodeWithScore, citation in node.metadata
+    from knowtree.adapters.llamaindex import KnowtreeRetriever
+    retriever = KnowtreeRetriever(knowtree.open("kb.db"), "docs", budget_tokens=1500)
+    nodes = retriever.retrieve("Who chose PostgreSQL?")   # NodeWithScore, citation in node.metadata
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ class KnowtreeRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        _, evidence = retrieve(
-            self.kt, self.tree, query_bundle.query_str, self.budget_tokens, use_model=self.use_model
-        )
+        _, evidence = retrieve(self.kt, self.tree, query_bundle.query_str, self.budget_tokens, use_model=self.use_model)
         return [to_node(e, self.tree) for e in evidence]
 
 
@@ -52,13 +50,8 @@ def to_node(e: Evidence, tree: str) -> NodeWithScore:
     node = TextNode(
         id_=e.node_id or None,
         text=e.text,
-        metadata={
-            "node_id": e.node_id,
-            "via": e.via,
-            "source": e.citation.file,
-            "citation": e.citation.model_dump(exclude_none=True),
-            "tree": tree,
-        },
+        metadata={"node_id": e.node_id, "via": e.via, "source": e.citation.file,
+                  "citation": e.citation.model_dump(exclude_none=True), "tree": tree},
         excluded_embed_metadata_keys=hidden,
         excluded_llm_metadata_keys=hidden,
     )

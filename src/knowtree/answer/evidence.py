@@ -141,13 +141,7 @@ def ids_not_before(question: str, quote: str, text: str, *, radius: int = 300) -
 
 
 def supported(
-    quote: str,
-    answer: str,
-    question: str,
-    text: str,
-    *,
-    threshold: float = QUOTE_MATCH,
-    whole_question: str = "",
+    quote: str, answer: str, question: str, text: str, *, threshold: float = QUOTE_MATCH, whole_question: str = ""
 ) -> tuple[bool, str]:
     """Whether a claimed answer is backed by the text; the reason says why not.
 

@@ -126,9 +126,7 @@ def pinpoint(citation: Citation, ev: Evidence | None, tree_nodes: dict[str, Node
 def place(c: Citation) -> str:
     """Where a citation points: "report.pdf, p. 5" / "pp. 5-6", else "notes.md:26-28"."""
     if c.page_start is not None:
-        pages = (
-            f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
-        )
+        pages = f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
         return f"{c.file}, {pages}"
     return f"{c.file}:{c.line_start}" + (f"-{c.line_end}" if c.line_end != c.line_start else "")
 
@@ -224,23 +222,11 @@ def joined(question: str, split: Split, answers: Sequence[Answer]) -> Answer:
     status = "complete" if statuses == {"complete"} else ("partial" if found else "none")
     citations = cited_once(c for a in answers for c in a.citations)
     parts = [
-        {
-            "part": p,
-            "status": a.status,
-            "answer": a.answer,
-            **(a.parts[0] if a.parts else {}),
-            "part_of": question,
-        }
+        {"part": p, "status": a.status, "answer": a.answer, **(a.parts[0] if a.parts else {}), "part_of": question}
         for p, a in zip(split.parts, answers, strict=True)
     ]
     return Answer(
-        question=question,
-        answer=text,
-        status=status,
-        citations=citations,
-        trace=trace,
-        usage=usage,
-        parts=parts,
+        question=question, answer=text, status=status, citations=citations, trace=trace, usage=usage, parts=parts
     )
 
 

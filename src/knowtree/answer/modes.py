@@ -261,9 +261,7 @@ def _retrieve(
     if not how.answer:
         step(evidence_step(scope[0], scoped(question, how.retrieve_budget)))
         return Answer(question=question, answer=None, status="none")
-    return answer_by_parts(
-        lambda _evidence: nodes, scope[0], question, client, how.retrieve_budget, scoped, step
-    )
+    return answer_by_parts(lambda _evidence: nodes, scope[0], question, client, how.retrieve_budget, scoped, step)
 
 
 def _walk(

@@ -58,9 +58,7 @@ def split_question(client: LLMClient, question: str, max_parts: int = MAX_PARTS)
         )
     except ModelOutputError as exc:
         spent = exc.usage if isinstance(exc.usage, Usage) else Usage()
-        return Split(
-            [question], NavStep(action="decompose", outcome="kept the question whole", error=str(exc)), spent
-        )
+        return Split([question], NavStep(action="decompose", outcome="kept the question whole", error=str(exc)), spent)
     asked = set(content_words(question))
     parts: list[str] = []
     for p in result.value.parts[:max_parts]:

@@ -38,9 +38,7 @@ _NUMBERS = {
     "couple of": 2,
 }
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_COUNT = (
-    r"(?P<n>\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-)
+_COUNT = r"(?P<n>\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _PHRASE = re.compile(
     r"(?<![\w-])(?:"
     r"(?P<dby>the day before yesterday)"
@@ -154,9 +152,7 @@ def only_the_day(answer: str, said: date) -> bool:
     text = answer.lower()
     month, short = f"{said:%B}".lower(), f"{said:%b}".lower()
     forms = [said.isoformat()] + [
-        f.format(d=said.day, m=m)
-        for m in (month, short)
-        for f in ("{d} {m}", "{m} {d}", "{d}th {m}", "{m} {d}th")
+        f.format(d=said.day, m=m) for m in (month, short) for f in ("{d} {m}", "{m} {d}", "{d}th {m}", "{m} {d}th")
     ]
     if not any(f in text for f in forms):
         return False

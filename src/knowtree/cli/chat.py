@@ -152,10 +152,7 @@ def ask_streaming(
     navigator = "agent" if agent else None
     if not stream:  # --agent alone: printed like any answer
         answer = mem.ask(
-            question,
-            mode=options.get("mode"),
-            navigator=navigator,
-            budget_tokens=options.get("budget_tokens"),
+            question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens")
         )
         typer.echo(answer.model_dump_json(indent=2) if as_json else render_answer(answer, trace=trace))
         return
@@ -163,10 +160,7 @@ def ask_streaming(
     async def consume() -> None:
         writing = False  # answer text is on the current line
         async for event in mem.stream(
-            question,
-            mode=options.get("mode"),
-            navigator=navigator,
-            budget_tokens=options.get("budget_tokens"),
+            question, mode=options.get("mode"), navigator=navigator, budget_tokens=options.get("budget_tokens")
         ):
             if event["event"] == "token":
                 if as_json:

@@ -34,9 +34,7 @@ def export_command(
                 from knowtree.interop.chatindex import export_memory
 
                 if t.info.kind != "conversation":
-                    raise UserError(
-                        f"--format chatindex exports conversation memories; {tree!r} is a {t.info.kind} tree"
-                    )
+                    raise UserError(f"--format chatindex exports conversation memories; {tree!r} is a {t.info.kind} tree")
                 settings = kt.store.tree_settings(tree)
                 data = export_memory(
                     t.nodes,
@@ -54,12 +52,8 @@ def export_command(
 
 
 def import_command(
-    file: Annotated[
-        str, typer.Argument(help="PageIndex JSON (a tree) or ChatIndex JSON (a conversation memory)")
-    ],
-    tree: Annotated[
-        str, typer.Option("--tree", "-t", help="name of the tree or memory to create")
-    ] = "default",
+    file: Annotated[str, typer.Argument(help="PageIndex JSON (a tree) or ChatIndex JSON (a conversation memory)")],
+    tree: Annotated[str, typer.Option("--tree", "-t", help="name of the tree or memory to create")] = "default",
     db: DbOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="replace an existing tree of that name")] = False,
 ) -> None:
@@ -79,11 +73,7 @@ def import_command(
             raise InputError(file, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         except UnicodeDecodeError as exc:
             raise InputError(file, f"not UTF-8 text ({exc.reason})") from exc
-        typer.echo(
-            _import_memory(data, file, tree, db, replace)
-            if is_chatindex(data)
-            else _import_tree(data, file, tree, db, replace)
-        )
+        typer.echo(_import_memory(data, file, tree, db, replace) if is_chatindex(data) else _import_tree(data, file, tree, db, replace))
 
     run(go)
 
@@ -107,9 +97,7 @@ def _import_tree(data: object, file: str, tree: str, db: str | None, replace: bo
             kind="document",
         )
         infos = [
-            DocInfo(
-                path=path, node_id=node, description=description if len(docs) == 1 else "", source="pageindex"
-            )
+            DocInfo(path=path, node_id=node, description=description if len(docs) == 1 else "", source="pageindex")
             for path, node in document_nodes(nodes, root_id, docs)
         ]
         save_doc_infos(kt.store, tree, infos)

@@ -56,7 +56,7 @@ def eval_command(
     ] = "eval-out",
     k: Annotated[int, typer.Option("--k", "-k", help="passages retrieved per question")] = 5,
     db: Annotated[
-        str | None, typer.Option("--db", help="SQLite file keeping retrieval indexes between runs")
+        str | None, typer.Option("--db", help="SQLite file (or postgresql:// URL) keeping indexes between runs")
     ] = None,
     pages: Annotated[
         str | None,
@@ -73,9 +73,7 @@ def eval_command(
     ] = "default",
     skip: Annotated[
         int | None,
-        typer.Option(
-            "--skip", help="leave out the first N questions (after --corpus/--per-corpus; before --limit)"
-        ),
+        typer.Option("--skip", help="leave out the first N questions (after --corpus/--per-corpus; before --limit)"),
     ] = None,
     nav: Annotated[
         str | None,

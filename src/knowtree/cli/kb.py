@@ -131,8 +131,7 @@ def add(
 def rules(
     name: NameArg,
     rules_file: Annotated[
-        str | None,
-        typer.Option("--rules", help="the new domain rules: TOML or text (without it: show the rules)"),
+        str | None, typer.Option("--rules", help="the new domain rules: TOML or text (without it: show the rules)")
     ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
@@ -201,10 +200,7 @@ def ask(
     passages: Annotated[
         int,
         typer.Option(
-            "--passages",
-            min=0,
-            max=50,
-            help="document passages for the query itself, beside the solution (0: none)",
+            "--passages", min=0, max=50, help="document passages for the query itself, beside the solution (0: none)"
         ),
     ] = 3,  # answer.kb.PASSAGES, written out: importing it would load the KB index at every start
     db: DbOpt = None,

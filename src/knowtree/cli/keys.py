@@ -17,9 +17,7 @@ def keys_create(
     tenant: Annotated[str, typer.Argument(help="tenant the key acts for (lowercase letters, digits, - _)")],
     db: DbOpt = None,
     label: Annotated[str, typer.Option(help="a note to recognise the key by")] = "",
-    read_only: Annotated[
-        bool, typer.Option("--read-only", help="the key can read and ask, not change")
-    ] = False,
+    read_only: Annotated[bool, typer.Option("--read-only", help="the key can read and ask, not change")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an API key (printed once: only its hash is stored)."""
@@ -32,18 +30,14 @@ def keys_create(
         if as_json:
             echo_json({"key": key, **info.__dict__}, indent=None)
         else:
-            typer.echo(
-                f"{key}\n(id {info.id}, tenant {info.tenant}{', read-only' if read_only else ''}; "
-                "store it now: it is not shown again)"
-            )
+            typer.echo(f"{key}\n(id {info.id}, tenant {info.tenant}{', read-only' if read_only else ''}; "
+                       "store it now: it is not shown again)")
 
     run(go)
 
 
 @keys_app.command("list")
-def keys_list(
-    db: DbOpt = None, tenant: Annotated[str | None, typer.Option()] = None, as_json: JsonOpt = False
-) -> None:
+def keys_list(db: DbOpt = None, tenant: Annotated[str | None, typer.Option()] = None, as_json: JsonOpt = False) -> None:
     """List API keys (ids, tenants, flags; never the keys)."""
 
     def go() -> None:
@@ -58,17 +52,13 @@ def keys_list(
             typer.echo("no API keys: knowtree keys create TENANT")
         for i in infos:
             state = f"revoked {i.revoked_at}" if i.revoked_at else "active"
-            typer.echo(
-                f"{i.id}\t{i.tenant}\t{'read-only' if i.read_only else 'read-write'}\t{state}\t{i.label}"
-            )
+            typer.echo(f"{i.id}\t{i.tenant}\t{'read-only' if i.read_only else 'read-write'}\t{state}\t{i.label}")
 
     run(go)
 
 
 @keys_app.command("revoke")
-def keys_revoke(
-    key_id: Annotated[str, typer.Argument(help="the key's id (knowtree keys list)")], db: DbOpt = None
-) -> None:
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id (knowtree keys list)")], db: DbOpt = None) -> None:
     """Revoke an API key: requests with it get 401 from now on."""
 
     def go() -> None:

@@ -23,11 +23,7 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
         lines.append("citations:")
         for c in answer.citations:
             if c.page_start is not None:  # paged sources (PDF): the physical pages
-                pages = (
-                    f"p. {c.page_start}"
-                    if c.page_end in (None, c.page_start)
-                    else f"pp. {c.page_start}-{c.page_end}"
-                )
+                pages = f"p. {c.page_start}" if c.page_end in (None, c.page_start) else f"pp. {c.page_start}-{c.page_end}"
                 lines.append(f"  {c.file}, {pages}  (lines {c.line_start}-{c.line_end}, node {c.node_id})")
             elif c.char_start is not None and c.line_start == c.line_end:  # a passage of a message
                 lines.append(
@@ -50,9 +46,7 @@ def render_answer(answer: Answer, *, trace: bool = False) -> str:
             if s.source:
                 head += f" ({s.source})"
             if s.choice:
-                pos = (
-                    s.options.index(s.choice) + 1 if s.choice in s.options else "?"
-                )  # 1-based, as sources are
+                pos = s.options.index(s.choice) + 1 if s.choice in s.options else "?"  # 1-based, as sources are
                 head += f" → option {pos} of {len(s.options)} ({s.choice})"
             lines.append(head)
             for label, value in (("reason", s.reason), ("outcome", s.outcome), ("ERROR", s.error)):
@@ -91,8 +85,7 @@ def _when(times: list[str]) -> str:
 
 def render_node(node: Node, *, full: bool = False, indent: str = "") -> str:
     where = ", ".join(
-        f"{s.file}:{s.line_start}-{s.line_end}"
-        + (f" (pp. {s.page_start}-{s.page_end})" if s.page_start else "")
+        f"{s.file}:{s.line_start}-{s.line_end}" + (f" (pp. {s.page_start}-{s.page_end})" if s.page_start else "")
         for s in node.spans
     )
     head = f"{indent}[{node.kind.value}] {node.id}  level {node.level}  {where}"

@@ -14,9 +14,7 @@ _MISSING = 'the server needs its extra: pip install "knowtree[server]"'
 
 
 def serve_command(
-    host: Annotated[
-        str, typer.Option(help="address to bind (loopback: no key needed until one exists)")
-    ] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (loopback: no key needed until one exists)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8080,
     db: DbOpt = None,
     model: ModelOpt = None,
@@ -37,21 +35,15 @@ def serve_command(
     max_upload_mb: Annotated[float, typer.Option(help="largest upload, MiB")] = 20.0,
     max_inflated_mb: Annotated[
         float | None,
-        typer.Option(
-            help="largest size a compressed file (.gz, a DOCX) may inflate to, MiB (default: --max-upload-mb)"
-        ),
+        typer.Option(help="largest size a compressed file (.gz, a DOCX) may inflate to, MiB (default: --max-upload-mb)"),
     ] = None,
     rate: Annotated[float, typer.Option(help="requests per second per API key")] = 20.0,
     burst: Annotated[int, typer.Option(help="requests a key may make at once")] = 60,
-    no_worker: Annotated[
-        bool, typer.Option("--no-worker", help="do not run build jobs in this process")
-    ] = False,
+    no_worker: Annotated[bool, typer.Option("--no-worker", help="do not run build jobs in this process")] = False,
     job_lease: Annotated[
         float,
         typer.Option(
-            "--job-lease",
-            min=1.0,
-            max=3600.0,
+            "--job-lease", min=1.0, max=3600.0,
             help="seconds a running job stays this server's without a heartbeat; another server on the"
             " database takes it over only after that",
         ),

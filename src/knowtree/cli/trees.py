@@ -227,9 +227,7 @@ def ask(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option(
-            help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048; memories: 800]"
-        ),
+        typer.Option(help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048; memories: 800]"),
     ] = None,
     max_calls: MaxCallsOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -273,14 +271,7 @@ def ask(
 
             with kt:
                 ask_streaming(
-                    kt,
-                    tree,
-                    question,
-                    as_json=as_json,
-                    trace=trace,
-                    agent=agent,
-                    stream=stream,
-                    options=options,
+                    kt, tree, question, as_json=as_json, trace=trace, agent=agent, stream=stream, options=options
                 )
             return
         with kt:
@@ -348,9 +339,7 @@ def rm(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model", "-m", help="--doc on a chunk tree: rebuild with this model [default: the tree's]"
-        ),
+        typer.Option("--model", "-m", help="--doc on a chunk tree: rebuild with this model [default: the tree's]"),
     ] = None,
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,

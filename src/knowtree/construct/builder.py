@@ -171,11 +171,7 @@ def build_tree(
         assert p.chunk is not None
         if not summarize:
             meta = NodeMeta()
-            return (
-                Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]),
-                Usage(),
-                False,
-            )
+            return Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]), Usage(), False
         try:
             meta, used = extract_leaf(client, p.chunk.text, taxonomy)
             failed = False
@@ -214,9 +210,7 @@ def build_tree(
                 if node.is_leaf or len(node.children) > 1:
                     tick(stage)
     ordered = [nodes[p.id] for p in planned]
-    return BuildResult(
-        root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents)
-    )
+    return BuildResult(root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents))
 
 
 def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:

@@ -140,9 +140,7 @@ def estimate_enrich(
     input_tokens = chars // 4 + calls * PROMPT_OVERHEAD_TOKENS + branch_children * 120
     output_tokens = calls * REPLY_TOKENS
     priced = input_cost_per_mtok or output_cost_per_mtok
-    cost = (
-        (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
-    )
+    cost = (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
     worked = sum(map(len, levels))
     return BuildEstimate(
         documents=0,

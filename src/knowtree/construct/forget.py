@@ -72,10 +72,7 @@ class Forgetting:
         def _fallback_meta(self, batch: Sequence[ChatMessage]) -> NodeMeta: ...
         def flush(self, client: LLMClient, step: Any) -> None: ...
         def _decide(
-            self,
-            batch: Sequence[ChatMessage],
-            options: list[tuple[str, str]],
-            client: LLMClient,
+            self, batch: Sequence[ChatMessage], options: list[tuple[str, str]], client: LLMClient,
             positions: Sequence[int] | None = None,
         ) -> TopicReply | None: ...
 
@@ -136,10 +133,7 @@ class Forgetting:
         if not self.summarize:  # the zero-call memory: named by position, no summary
             first, last = (int(rows[0]["position"]), int(rows[-1]["position"])) if rows else (0, 0)  # type: ignore[call-overload]
             topic.meta = topic.meta.model_copy(
-                update={
-                    "title": f"messages {first}-{last}",
-                    "about": sorted({_message(r).speaker for r in rows}),
-                }
+                update={"title": f"messages {first}-{last}", "about": sorted({_message(r).speaker for r in rows})}
             )
             return
         batch = [_message(r) for r in rows]
@@ -150,9 +144,8 @@ class Forgetting:
         kept_path = self.path
         self.path = list(reversed(chain))  # the topic call sees where the topic sits, not the current path
         try:
-            reply = self._decide(
-                batch, [("new", parent)], client, positions=[int(r["position"]) for r in rows]
-            )  # type: ignore[call-overload]
+            reply = self._decide(batch, [("new", parent)], client,
+                                 positions=[int(r["position"]) for r in rows])  # type: ignore[call-overload]
         finally:
             self.path = kept_path
         if reply is None:

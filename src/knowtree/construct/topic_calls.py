@@ -76,10 +76,7 @@ class TopicCalls:
         def _touch(self, node_id: str, step: Any) -> None: ...
 
     def _decide(
-        self,
-        batch: Sequence[ChatMessage],
-        options: list[tuple[str, str]],
-        client: LLMClient,
+        self, batch: Sequence[ChatMessage], options: list[tuple[str, str]], client: LLMClient,
         positions: Sequence[int] | None = None,
     ) -> TopicReply | None:
         """`positions`: the batch's message positions (default: the next ones, `count + 1`...)."""
@@ -92,9 +89,7 @@ class TopicCalls:
             )
         deepest = self.nodes[self.path[-1]]
         recent = [self.nodes[c] for c in deepest.children if self.nodes[c].is_leaf][-2:]
-        numbers = (
-            list(positions) if positions is not None else [self.count + 1 + i for i in range(len(batch))]
-        )
+        numbers = list(positions) if positions is not None else [self.count + 1 + i for i in range(len(batch))]
         new_lines = []
         for i, m in enumerate(batch):
             when = human_time(m.time).split(",")[0] if m.time else "undated"

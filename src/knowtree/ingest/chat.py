@@ -82,9 +82,7 @@ _MONTHS = {
     )
     for m in names
 }
-_TIME = re.compile(
-    r"\b(?P<h>\d{1,2})[:.](?P<mi>\d{2})(?::(?P<s>\d{2}))?\s*(?P<ampm>[ap]\.?m\.?)?(?![\w])", re.I
-)
+_TIME = re.compile(r"\b(?P<h>\d{1,2})[:.](?P<mi>\d{2})(?::(?P<s>\d{2}))?\s*(?P<ampm>[ap]\.?m\.?)?(?![\w])", re.I)
 _DATES = [
     re.compile(r"^(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?P<mon>[a-z]+)\.?\s+(?P<y>\d{4})$", re.I),
     re.compile(r"^(?P<mon>[a-z]+)\.?\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?P<y>\d{4})$", re.I),

@@ -14,14 +14,8 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "HTML": (".html", ".htm"),
 }
 TEXT_SUFFIXES: tuple[str, ...] = FORMATS["text"]
-STRUCTURED_SUFFIXES: tuple[str, ...] = tuple(
-    s for kind, sfx in FORMATS.items() if kind != "text" for s in sfx
-)
+STRUCTURED_SUFFIXES: tuple[str, ...] = tuple(s for kind, sfx in FORMATS.items() if kind != "text" for s in sfx)
 ALL_SUFFIXES: tuple[str, ...] = TEXT_SUFFIXES + STRUCTURED_SUFFIXES
 
 #: why a folder or glob pattern gave no file to read
-NO_FILES = (
-    "no supported files found ("
-    + "; ".join(f"{kind}: {' '.join(sfx)}" for kind, sfx in FORMATS.items())
-    + ")"
-)
+NO_FILES = "no supported files found (" + "; ".join(f"{kind}: {' '.join(sfx)}" for kind, sfx in FORMATS.items()) + ")"

@@ -112,21 +112,13 @@ def check_zip(path: str, limit: int | None = None) -> int:
                         size += len(chunk)
                         if total + size > cap:
                             raise InflateLimitError(path, cap, "its parts inflate")
-            except (
-                zipfile.BadZipFile,
-                zlib.error,
-                EOFError,
-                OSError,
-                NotImplementedError,
-                RuntimeError,
-            ) as exc:
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
                 raise InputError(path, f"corrupt zip part {info.filename!r} ({exc})") from None
             finally:
                 info.file_size = declared
             if size != declared:
                 raise InputError(
-                    path,
-                    f"zip part {info.filename!r} inflates to {size:,} bytes, not the {declared:,} it declares",
+                    path, f"zip part {info.filename!r} inflates to {size:,} bytes, not the {declared:,} it declares"
                 )
             total += size
     return total

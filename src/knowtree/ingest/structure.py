@@ -88,9 +88,7 @@ def close_sections(sections: list[Section], text_len: int, pages: StructuredDocu
             s.page_end = max(s.page_start or 1, pages.page_of(max(s.start, s.end - 1)) or 1)
 
 
-def from_lines(
-    path: str, lines: list[str], heads: list[tuple[str, int, int]], empty: str
-) -> StructuredDocument:
+def from_lines(path: str, lines: list[str], heads: list[tuple[str, int, int]], empty: str) -> StructuredDocument:
     """A document from text lines and its headings as (title, level, line index); `empty` is the
     error when there is no text. Shared by the DOCX and HTML loaders."""
     from knowtree.errors import InputError

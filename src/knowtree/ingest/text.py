@@ -74,11 +74,7 @@ def load_documents(
     if isinstance(paths, str):  # a lone string would be iterated character by character
         paths = [paths]
     return load_each(
-        paths,
-        _expand,
-        lambda path: _load_file(path, max_bytes),
-        skip_bad=skip_bad,
-        skipped=skipped,
+        paths, _expand, lambda path: _load_file(path, max_bytes), skip_bad=skip_bad, skipped=skipped,
         within=within,
     )
 
@@ -171,7 +167,7 @@ def _bom_codecs(data: bytes) -> list[str]:
 
 
 def _utf16_without_bom(sniff: bytes) -> str | None:
-    """ "utf-16-le"/"utf-16-be" when the bytes look like UTF-16 text without a byte-order mark: mostly
+    """"utf-16-le"/"utf-16-be" when the bytes look like UTF-16 text without a byte-order mark: mostly
     Latin text, so the high byte of most characters is zero (at odd offsets for little-endian, even
     for big-endian) and the other byte rarely is. None otherwise (then NUL bytes mean binary)."""
     if len(sniff) < 4:

@@ -132,9 +132,7 @@ def _meta_extra(n: Node) -> dict[str, Any]:
 
 # -- import --------------------------------------------------------------------------------------------
 def is_chatindex(data: Any) -> bool:
-    return (
-        isinstance(data, dict) and isinstance(data.get("tree"), dict) and data["tree"].get("type") == "topic"
-    )
+    return isinstance(data, dict) and isinstance(data.get("tree"), dict) and data["tree"].get("type") == "topic"
 
 
 @dataclass
@@ -182,11 +180,7 @@ class _Reader:
         records = item.get("records")
         if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
             # knowtree's own export: every field kept; an exchange's reply is under "assistant"
-            keys = (
-                ["user", "assistant"]
-                if len(records) == 2
-                else [_ROLE_KEYS.get(str(records[0].get("role")), "user")]
-            )
+            keys = ["user", "assistant"] if len(records) == 2 else [_ROLE_KEYS.get(str(records[0].get("role")), "user")]
             raw = [{**r, "content": item.get(k)} for r, k in zip(records, keys, strict=False)]
         else:  # plain ChatIndex: system, user, then assistant, as the node holds them
             raw = [

@@ -80,12 +80,7 @@ def export_tree(
         "structure": structure,
     }
     if root.children:  # the root is not one of the structure's nodes: its own record
-        out["root"] = {
-            "node_id": root_id,
-            "title": root.meta.title,
-            "summary": root.meta.summary,
-            **_extras(root),
-        }
+        out["root"] = {"node_id": root_id, "title": root.meta.title, "summary": root.meta.summary, **_extras(root)}
     return out
 
 

@@ -18,10 +18,7 @@ from knowtree.errors import ConfigError
 from knowtree.llm.base import Model
 
 MODEL_FORMS: list[tuple[str, str]] = [
-    (
-        "local",
-        "the embedded Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, in a model process of its own, offline) - the default",
-    ),
+    ("local", "the embedded Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, in a model process of its own, offline) - the default"),
     ("local:PATH.gguf", "any GGUF file, run by llama-cpp-python in a model process of its own"),
     ("openai:MODEL", "OpenAI, or any OpenAI-compatible server with --base-url / KNOWTREE_BASE_URL"),
     ("openai:MODEL@URL", "an OpenAI-compatible server given inline (vLLM, llama.cpp server, LM Studio)"),

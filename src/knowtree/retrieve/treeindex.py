@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import ConfigError
-from knowtree.retrieve.bm25 import match_expression, query_terms
+from knowtree.retrieve.bm25 import query_terms
 from knowtree.retrieve.context import (
     ENTRY_FORMAT,
     PIECE_CHARS,
@@ -37,7 +37,7 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.store import treeindex_sqlite as sql
+from knowtree.store.treeindex_tables import tables
 from knowtree.types import Node, content_hash
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class SyncReport:
 
 def _doc_context(conn: Any, tree: str) -> dict[str, str]:
     """A line per document of a collection (its metadata and description), by node id and by path."""
+    sql = tables(conn)
     out: dict[str, str] = {}
     for path, node_id, description, meta_json in sql.doc_lines(conn, tree):
         meta = json.loads(meta_json or "{}")
@@ -89,6 +90,7 @@ def signature(
 ) -> str | None:
     """What the index of `tree` was built from: root, last update, node count, document metadata
     (`count` and `docs`: already read by the caller)."""
+    sql = tables(conn)
     row = sql.tree_head(conn, tree)
     if row is None:
         return None
@@ -140,6 +142,7 @@ def sync_entries(
     project's default, skipped without the embedding extra; None: none): the entries written get
     their vectors in the same transaction, so no question embeds them.
     """
+    sql = tables(conn)
     rows = sql.node_rows(conn, tree)
     head = sql.tree_head(conn, tree)
     root = head[0] if head else None
@@ -260,6 +263,7 @@ def leaf_counts(links: Sequence[tuple[Any, str, str | None, int, int]]) -> dict[
 
 def write_leaf_counts(conn: Any, tree: str) -> None:
     """Store each inner entry's number of leaves below it (only the counts that changed are written)."""
+    sql = tables(conn)
     links = sql.links(conn, tree)
     count = leaf_counts(links)
     sql.set_leaf_counts(conn, ((count.get(r[1], 0), r[0]) for r in links if r[4] != count.get(r[1], 0)))
@@ -280,6 +284,7 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
     """Give every entry of `tree` a vector by `embedder` of its current text (a text embedded before
     is reused, never embedded twice), drop that embedder's vectors of entries gone; returns how
     many entries were embedded."""
+    sql = tables(conn)
     if embedder is None:
         return 0
     missing = sql.unembedded(conn, tree, embedder.id)
@@ -296,6 +301,7 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
 
 def drop_entries(conn: Any, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
+    sql = tables(conn)
     sql.drop_tree(conn, tree)
 
 
@@ -331,6 +337,7 @@ class TreeIndex:
     def __init__(self, store: IndexStore, tree: str) -> None:
         self.store = store
         self.tree = tree
+        self.sql = tables(store)  # the index's SQL in the store's dialect
         self.last_sync: SyncReport | None = None
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
@@ -343,7 +350,7 @@ class TreeIndex:
 
     def _state(self, conn: Any) -> tuple[bool, str | None, int]:
         """(whether the index is behind its tree, the fingerprint of what its entries come from, entries)."""
-        row = sql.read_state(conn, self.tree)
+        row = self.sql.read_state(conn, self.tree)
         behind = row is None or row[0] != signature(conn, self.tree)
         return behind, None if row is None else row[2], 0 if row is None else int(row[1])
 
@@ -372,7 +379,9 @@ class TreeIndex:
     @property
     def rows(self) -> list[IndexRow]:
         if self._rows is None:
-            self._rows = [IndexRow.of(r) for r in self.store.read(lambda c: sql.entry_rows(c, self.tree))]
+            self._rows = [
+                IndexRow.of(r) for r in self.store.read(lambda c: self.sql.entry_rows(c, self.tree))
+            ]
         return self._rows
 
     def fetch(self, ids: Sequence[str]) -> dict[str, IndexRow]:
@@ -383,7 +392,7 @@ class TreeIndex:
         if want:
             if len(self._fetched) + len(want) > FETCHED_MAX:
                 self._fetched = {}
-            for r in self.store.read(lambda c: sql.rows_by_id(c, self.tree, want)):
+            for r in self.store.read(lambda c: self.sql.rows_by_id(c, self.tree, want)):
                 row = IndexRow.of(r)
                 self._fetched[row.id] = row
         return {i: self._fetched[i] for i in ids if i in self._fetched}
@@ -404,7 +413,7 @@ class TreeIndex:
         terms = query_terms(question)
         if not terms:
             return {}
-        rows = self.store.read(lambda c: sql.lexical(c, self.tree, match_expression(terms), limit))
+        rows = self.store.read(lambda c: self.sql.lexical(c, self.tree, terms, limit))
         return {str(r[0]): -float(r[1]) for r in rows}
 
     def lexical_top(self, question: str, limit: int) -> dict[str, float]:
@@ -417,9 +426,9 @@ class TreeIndex:
             return {}
 
         def run(c: Any) -> list[tuple[str, float]]:
-            docs, total = sql.term_docs(c, terms)
+            docs, total = self.sql.term_docs(c, terms)
             keep = [t for t in terms if not (t in docs and 2 * docs[t] >= total)] or terms
-            return sql.lexical_top(c, self.tree, match_expression(keep), limit)
+            return self.sql.lexical_top(c, self.tree, keep, limit)
 
         return {str(i): -float(b) for i, b in self.store.read(run)}
 
@@ -431,11 +440,11 @@ class TreeIndex:
 
         if self._matrix is not None and self._matrix[0] == embedder.id:
             return self._matrix[1], self._matrix[2], self._matrix[3]
-        got = self.store.read(lambda c: sql.current_vectors(c, self.tree, embedder.id))
+        got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
         if len(got) != self.entries:
             self.vectors(embedder)  # embeds and stores what is missing
             self._vectors = None
-            got = self.store.read(lambda c: sql.current_vectors(c, self.tree, embedder.id))
+            got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
         ids = [r[0] for r in got]
         mat = (
             np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32).reshape(len(got), embedder.dim)
@@ -480,7 +489,7 @@ class TreeIndex:
         rows = self.rows
         if self._vectors is not None and self._vectors[0] == embedder.id:
             return [r.id for r in rows], self._vectors[1]
-        stored = self.store.read(lambda c: sql.vectors(c, self.tree, embedder.id))
+        stored = self.store.read(lambda c: self.sql.vectors(c, self.tree, embedder.id))
         have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
         by_text = {h: vec for h, vec in have.values()}  # the same text is never embedded twice
         reused = []
@@ -502,7 +511,7 @@ class TreeIndex:
             fresh = embed_rows(embedder, missing)
 
             def save(c: Any) -> None:
-                sql.put_vectors(
+                self.sql.put_vectors(
                     c,
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
@@ -510,7 +519,9 @@ class TreeIndex:
                     ]
                     + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
                 )
-                sql.drop_orphan_vectors(c, self.tree)  # kept only for reuse by text: their entries are gone
+                self.sql.drop_orphan_vectors(
+                    c, self.tree
+                )  # kept only for reuse by text: their entries are gone
 
             self.store.write(save)
             for r, v in zip(missing, fresh, strict=True):
@@ -527,7 +538,7 @@ class TreeIndex:
 
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
         self.store.write(
-            lambda c: sql.put_vectors(
+            lambda c: self.sql.put_vectors(
                 c,
                 [
                     (self.tree, r.id, embedder.id, r.hash, v.tobytes())
@@ -557,7 +568,7 @@ class TreeIndex:
         rows = [r for r in self.rows if r.id in wanted]
         stored = {
             i: (h, v)
-            for i, h, v in self.store.read(lambda c: sql.vectors(c, self.tree, embedder.id))
+            for i, h, v in self.store.read(lambda c: self.sql.vectors(c, self.tree, embedder.id))
             if i in wanted
         }
         missing = [r for r in rows if r.id not in stored or stored[r.id][0] != r.hash]

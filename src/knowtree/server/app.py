@@ -104,9 +104,7 @@ def create_app(kt: KnowTree, config: ServerConfig | None = None) -> FastAPI:
     if mcp_app is not None:
         from starlette.routing import Route
 
-        app.router.routes.append(
-            Route("/mcp", endpoint=McpAuth(mcp_app, lambda: auth), methods=["GET", "POST", "DELETE"])
-        )
+        app.router.routes.append(Route("/mcp", endpoint=McpAuth(mcp_app, lambda: auth), methods=["GET", "POST", "DELETE"]))
     app.add_middleware(BodyLimit, config=config)
     if is_loopback(config.host):
         app.add_middleware(LoopbackGuard, trusted_hosts=config.trusted_hosts)
@@ -119,9 +117,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema is None:
         from fastapi.openapi.utils import get_openapi
 
-        spec = get_openapi(
-            title=app.title, version=app.version, description=app.description, routes=app.routes
-        )
+        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         for item in spec.get("paths", {}).values():
             for op in item.values():
                 for status, response in (op.get("responses") or {}).items():
@@ -146,9 +142,7 @@ def _install_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
         if swagger_ui_path is None:  # pragma: no cover
-            return HTMLResponse(
-                '<p>Interactive docs need swagger-ui-bundle; the schema is at <a href="/openapi.json">/openapi.json</a>.</p>'
-            )
+            return HTMLResponse('<p>Interactive docs need swagger-ui-bundle; the schema is at <a href="/openapi.json">/openapi.json</a>.</p>')
         return get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title="knowtree API",

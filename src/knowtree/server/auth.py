@@ -68,8 +68,7 @@ class Authenticator:
             if self.is_open():
                 return LOCAL_PRINCIPAL
             raise Problem(
-                401,
-                "an API key is required: send 'Authorization: Bearer KEY' (create one with `knowtree keys create`)",
+                401, "an API key is required: send 'Authorization: Bearer KEY' (create one with `knowtree keys create`)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         principal = self.keys.verify(key)
@@ -102,18 +101,11 @@ async def principal(request: Request) -> Principal:
     return auth.authenticate(request.headers)
 
 
-ASGIApp = Callable[
-    [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
-    Awaitable[None],
-]
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
 
 
-async def _send_problem(
-    send: Callable[[dict[str, Any]], Awaitable[None]],
-    status: int,
-    detail: str,
-    headers: dict[str, str] | None = None,
-) -> None:
+async def _send_problem(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, detail: str,
+                        headers: dict[str, str] | None = None) -> None:
     import json
 
     body = json.dumps(problem_body(status, detail)).encode("utf-8")
@@ -199,9 +191,7 @@ class McpAuth:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
-            }
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
             try:
                 who = self.auth_getter().authenticate(headers)
             except Problem as p:
@@ -236,16 +226,10 @@ class LoopbackGuard:
             headers = dict(scope.get("headers") or [])
             host = headers.get(b"host", b"").decode("latin-1")
             if not self._trusted(host):
-                await _send_problem(
-                    send, 403, f"host {host!r} is not served here: use 127.0.0.1 or localhost"
-                )
+                await _send_problem(send, 403, f"host {host!r} is not served here: use 127.0.0.1 or localhost")
                 return
             origin = headers.get(b"origin", b"").decode("latin-1")
-            if (
-                origin
-                and scope.get("method", "GET") not in self.SAFE
-                and not self._trusted(origin.split("://", 1)[-1])
-            ):
+            if origin and scope.get("method", "GET") not in self.SAFE and not self._trusted(origin.split("://", 1)[-1]):
                 await _send_problem(send, 403, f"requests from {origin!r} may not change this server")
                 return
         await self.app(scope, receive, send)

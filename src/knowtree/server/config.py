@@ -43,8 +43,7 @@ class ServerConfig(BaseModel):
     max_upload_bytes: int = Field(20 * MiB, ge=1, description="largest upload request")
     max_request_bytes: int = Field(2 * MiB, ge=1, description="largest other request body")
     max_inflated_bytes: int | None = Field(
-        None,
-        ge=1,
+        None, ge=1,
         description="largest size a compressed file (.gz, a DOCX's parts) may inflate to, in uploads and"
         " builds; default: max_upload_bytes (a compressed upload may bring no more than a plain one)",
     )
@@ -56,9 +55,7 @@ class ServerConfig(BaseModel):
     )
     jobs_worker: bool = Field(True, description="run queued build jobs in this process")
     job_lease_seconds: float = Field(
-        30.0,
-        gt=0,
-        le=3600,
+        30.0, gt=0, le=3600,
         description="a running job stays its worker's this long without a heartbeat (renewed every third"
         " of it); another server on the database takes it over only after that",
     )

@@ -45,12 +45,8 @@ class JobFiles:
         keep = {Path(p).name for p in self.jobs.unfinished_uploads()}
         removed = 0
         for entry in root.iterdir():
-            if (
-                re.fullmatch(r"[0-9a-f]{32}", entry.name)
-                and entry.is_dir()
-                and entry.name not in keep
-                and time.time() - entry.stat().st_mtime > older_than
-            ):
+            if (re.fullmatch(r"[0-9a-f]{32}", entry.name) and entry.is_dir() and entry.name not in keep
+                    and time.time() - entry.stat().st_mtime > older_than):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed += 1
         return removed
@@ -78,3 +74,4 @@ class JobFiles:
         if isinstance(value, list):
             return [self.tenant_report(job, v) for v in value]
         return value
+

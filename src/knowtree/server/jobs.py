@@ -189,9 +189,7 @@ class JobStore:
         the claim won: two workers, in one process or many, never both get a job. The one place that
         decides ownership (a PostgreSQL store would do it with `FOR UPDATE SKIP LOCKED`)."""
         now = time.time()
-        pending = self.store.query(
-            "SELECT state, owner, lease_until FROM jobs WHERE state IN ('queued', 'running')"
-        )
+        pending = self.store.query("SELECT state, owner, lease_until FROM jobs WHERE state IN ('queued', 'running')")
         if not any(s == "queued" or lease is None or lease < now or owner_gone(o) for s, o, lease in pending):
             return None  # nothing to claim: no write lock taken (servers poll twice a second)
         with self.store.transaction() as c:
@@ -226,34 +224,26 @@ class JobStore:
     def renew(self, job_id: str, owner: str) -> bool:
         """Extend `owner`'s lease on a running job; False when the job is no longer its own."""
         with self.store.transaction() as c:
-            return (
-                c.execute(
-                    "UPDATE jobs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
-                    (time.time() + self.lease_seconds, job_id, owner),
-                ).rowcount
-                == 1
-            )
+            return c.execute(
+                "UPDATE jobs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
+                (time.time() + self.lease_seconds, job_id, owner),
+            ).rowcount == 1
 
     def release(self, job_id: str, owner: str) -> bool:
         """A worker stopping gracefully hands its running job back to the queue."""
         with self.store.transaction() as c:
-            return (
-                c.execute(
-                    "UPDATE jobs SET state = 'queued', owner = NULL, lease_until = NULL, updated = ?"
-                    " WHERE id = ? AND owner = ? AND state = 'running'",
-                    (_now(), job_id, owner),
-                ).rowcount
-                == 1
-            )
+            return c.execute(
+                "UPDATE jobs SET state = 'queued', owner = NULL, lease_until = NULL, updated = ?"
+                " WHERE id = ? AND owner = ? AND state = 'running'",
+                (_now(), job_id, owner),
+            ).rowcount == 1
 
     def takeovers(self) -> int:
         """Running jobs another worker may take over now (expired lease, or no lease at all)."""
-        return int(
-            self.store.query(
-                "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < ?)",
-                (time.time(),),
-            )[0][0]
-        )
+        return int(self.store.query(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < ?)",
+            (time.time(),),
+        )[0][0])
 
     def set_progress(self, job_id: str, progress: dict[str, Any], owner: str | None = None) -> bool:
         """Record progress; returns whether a cancel was requested. With `owner`: raises `JobLost`
@@ -285,11 +275,7 @@ class JobStore:
             " updated = ? WHERE id = ?"
         )
         args: tuple[object, ...] = (
-            state,
-            json.dumps(report) if report is not None else None,
-            error,
-            _now(),
-            job_id,
+            state, json.dumps(report) if report is not None else None, error, _now(), job_id
         )
         if owner is not None:
             sql += " AND owner = ? AND state = 'running'"
@@ -346,14 +332,8 @@ class _Heartbeat:
 class JobWorker:
     """One background thread running claimed jobs one at a time with `runner(job, report_progress)`."""
 
-    def __init__(
-        self,
-        jobs: JobStore,
-        runner: Runner,
-        *,
-        poll_seconds: float = 0.5,
-        on_end: Callable[[Job], None] | None = None,
-    ) -> None:
+    def __init__(self, jobs: JobStore, runner: Runner, *, poll_seconds: float = 0.5,
+                 on_end: Callable[[Job], None] | None = None) -> None:
         self.jobs = jobs
         self.runner = runner
         self.on_end = on_end  # called once a job is done, failed or cancelled (its uploads go)
@@ -407,9 +387,9 @@ class JobWorker:
             now = time.monotonic()
             final = progress.get("done") == progress.get("total")
             if now - last[0] < 0.2 and not final:  # throttle writes; the cancel flag is still read
-                cancelled = bool(
-                    self.jobs.store.query("SELECT cancel_requested FROM jobs WHERE id = ?", (job.id,))[0][0]
-                )
+                cancelled = bool(self.jobs.store.query(
+                    "SELECT cancel_requested FROM jobs WHERE id = ?", (job.id,)
+                )[0][0])
             else:
                 last[0] = now
                 cancelled = self.jobs.set_progress(job.id, progress, owner)
@@ -442,9 +422,7 @@ class JobWorker:
     def _finish(self, job_id: str, state: str, **result: Any) -> bool:
         if self.jobs.finish(job_id, state, owner=self.owner, **result):
             return True
-        log.warning(
-            "job %s: no longer this worker's (lease lost); its result (%s) is not written", job_id, state
-        )
+        log.warning("job %s: no longer this worker's (lease lost); its result (%s) is not written", job_id, state)
         return False
 
     def _cancel_requested(self, job_id: str) -> bool:

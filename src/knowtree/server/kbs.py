@@ -65,9 +65,7 @@ class KBService:
     # -- names and ownership -------------------------------------------------------------------
     def stored_name(self, p: Principal, name: str) -> str:
         if not (ADMIN_KB_NAME if p.admin else KB_NAME).match(name):
-            raise Problem(
-                400, f"knowledge base name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)"
-            )
+            raise Problem(400, f"knowledge base name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
         return p.stored(name)
 
     def exists(self, stored: str) -> bool:
@@ -95,11 +93,7 @@ class KBService:
             shown = p.shown(stored)
             if shown is not None:
                 r = kbstore.kb_record(self.store, stored)
-                out.append(
-                    KBSummary(
-                        name=shown, domain=r.domain, model=r.model, created=r.created, updated=r.updated
-                    )
-                )
+                out.append(KBSummary(name=shown, domain=r.domain, model=r.model, created=r.created, updated=r.updated))
         return out
 
     def show(self, p: Principal, name: str) -> dict[str, Any]:
@@ -107,17 +101,8 @@ class KBService:
         data["name"] = name
         return data
 
-    def ask(
-        self,
-        p: Principal,
-        name: str,
-        query: str,
-        *,
-        k: int = 5,
-        metadata: str = "auto",
-        solve: bool = True,
-        passages: int = PASSAGES,
-    ) -> dict[str, Any]:
+    def ask(self, p: Principal, name: str, query: str, *, k: int = 5, metadata: str = "auto",
+            solve: bool = True, passages: int = PASSAGES) -> dict[str, Any]:
         """`KB.ask` as `knowtree kb ask --json` prints it. A lazy solution written now is stored (like
         a question's ledger entry, allowed to read-only keys: it is what any later ask would write).
         Not serialised with the KB's writers: two asks writing the same lazy solution write the same
@@ -147,9 +132,7 @@ class KBService:
         with self.core.write_lock(stored, "kb"):
             self.kb(stored).delete()
 
-    def set_rules(
-        self, p: Principal, name: str, rules_file: str, *, uploaded: bool = False
-    ) -> dict[str, Any]:
+    def set_rules(self, p: Principal, name: str, rules_file: str, *, uploaded: bool = False) -> dict[str, Any]:
         """`knowtree kb rules`: the file is read and checked (422 naming it) before anything changes;
         a server-side path must be under the caller's roots (an upload is the server's own)."""
         self.core.writable(p)
@@ -161,16 +144,12 @@ class KBService:
             stale = self.kb(stored).set_rules(rules)
         return {"kb": name, "rules": len(rules), "stale": stale}
 
-    def submit_build(
-        self, p: Principal, name: str, body: KBBuildRequest, *, uploads: Path | None = None
-    ) -> Job:
+    def submit_build(self, p: Principal, name: str, body: KBBuildRequest, *, uploads: Path | None = None) -> Job:
         """Queue a build; server-side paths must be under the caller's roots (uploads are not)."""
         self.core.writable(p)
         stored = self.stored_name(p, name)
         if self.exists(stored) and not body.replace:
-            raise Problem(
-                409, f"a knowledge base named {name!r} exists: add to it, or build with replace=true"
-            )
+            raise Problem(409, f"a knowledge base named {name!r} exists: add to it, or build with replace=true")
         params = body.model_dump()
         if uploads is None:
             for key in ("issues", "attributes", "rules"):
@@ -225,22 +204,17 @@ class KBService:
                 if params.get("threshold") is not None:
                     options["threshold"] = params["threshold"]
                 result = self.core.kt.kb(job.tree, embedder=params.get("embedder")).build(
-                    issues=load_raw_issues(checked(params["issues"])),
-                    docs=docs,
+                    issues=load_raw_issues(checked(params["issues"])), docs=docs,
                     attributes=load_attributes(checked(params["attributes"])),
-                    rules=load_rules(checked(params["rules"])),
-                    solutions=params.get("solutions") or "lazy",
-                    replace=bool(params.get("replace")) or job.attempts > 1,
-                    progress=progress,
-                    **options,
+                    rules=load_rules(checked(params["rules"])), solutions=params.get("solutions") or "lazy",
+                    replace=bool(params.get("replace")) or job.attempts > 1, progress=progress, **options,
                 )
             else:
                 if not self.exists(job.tree):  # deleted since: said without the store's list of every KB
                     raise NotFoundError(f"no knowledge base named {_shown(job)!r}: it was deleted")
                 result = self.kb(job.tree).add(
                     issues=load_raw_issues(checked(params["issues"])) if params.get("issues") else None,
-                    docs=docs,
-                    progress=progress,
+                    docs=docs, progress=progress,
                 )
         data = dict(result.__dict__)
         data["usage"] = result.usage.model_dump()

@@ -71,56 +71,43 @@ async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_principal) -> MCPServer:
     mcp = MCPServer("knowtree", instructions=INSTRUCTIONS)
 
-    @mcp.tool(
-        description="List the trees and conversation memories you can use: name, kind (document | "
-        "conversation), size. Call this first to learn the names the other tools take."
-    )
+    @mcp.tool(description="List the trees and conversation memories you can use: name, kind (document | "
+              "conversation), size. Call this first to learn the names the other tools take.")
     async def list_trees(ctx: Context) -> list[dict[str, Any]]:
         p = principal_of(ctx)
         return [t.model_dump() for t in await _call(service().list_trees, p)]
 
-    @mcp.tool(
-        description="Store messages in a conversation memory (created on first use), verbatim, so "
-        "they can be recalled later. Send the new turns of the conversation, in order; include "
-        "name and timestamp when known. Returns how many messages the memory now holds."
-    )
+    @mcp.tool(description="Store messages in a conversation memory (created on first use), verbatim, so "
+              "they can be recalled later. Send the new turns of the conversation, in order; include "
+              "name and timestamp when known. Returns how many messages the memory now holds.")
     async def remember(memory: str, messages: list[MessageArg], ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         records = [m.model_dump(exclude_none=True) for m in messages]
         report = await _call(service().add_messages, p, memory, records)
         return {"memory": memory, "added": report.added, "messages": report.messages, "nodes": report.nodes}
 
-    @mcp.tool(
-        description="Forget one message of a conversation memory, by its position (as recall, ask "
-        "and get_node_messages cite it) — use it when the user asks you to forget something they "
-        "said. Only that message goes; every other message keeps its position, so earlier "
-        "citations stay valid, and the summaries that mentioned it are rewritten."
-    )
-    async def forget_message(
-        memory: str, position: Annotated[int, Field(ge=1, le=MAX_POSITION)], ctx: Context
-    ) -> dict[str, Any]:
+    @mcp.tool(description="Forget one message of a conversation memory, by its position (as recall, ask "
+              "and get_node_messages cite it) — use it when the user asks you to forget something they "
+              "said. Only that message goes; every other message keeps its position, so earlier "
+              "citations stay valid, and the summaries that mentioned it are rewritten.")
+    async def forget_message(memory: str, position: Annotated[int, Field(ge=1, le=MAX_POSITION)], ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         report = await _call(service().delete_message, p, memory, position)
         return {"memory": memory, "deleted": report.position, "messages": report.messages}
 
-    @mcp.tool(
-        description="Recall what a memory or document tree holds about a question, as evidence "
-        "(no answer): the relevant messages or passages in time/document order, within "
-        "budget_tokens, each with its citation (memory position, speaker, time; or file and "
-        "lines/pages). Use it to put past context into your own reasoning."
-    )
-    async def recall(
-        tree: str, query: str, ctx: Context, budget_tokens: Annotated[int, Field(ge=50, le=100_000)] = 800
-    ) -> dict[str, Any]:
+    @mcp.tool(description="Recall what a memory or document tree holds about a question, as evidence "
+              "(no answer): the relevant messages or passages in time/document order, within "
+              "budget_tokens, each with its citation (memory position, speaker, time; or file and "
+              "lines/pages). Use it to put past context into your own reasoning.")
+    async def recall(tree: str, query: str, ctx: Context,
+                     budget_tokens: Annotated[int, Field(ge=50, le=100_000)] = 800) -> dict[str, Any]:
         p = principal_of(ctx)
         method, evidence = await _call(service().retrieve, p, tree, query, max(50, budget_tokens), False)
         return {"tree": tree, "method": method, "evidence": [e.model_dump(mode="json") for e in evidence]}
 
-    @mcp.tool(
-        description="Answer a question from a tree or memory by navigating it; the answer comes "
-        "with citations (file and lines/pages, or message position, speaker and time) and a status: "
-        "complete, partial (some of it found) or none (not in the tree — do not guess)."
-    )
+    @mcp.tool(description="Answer a question from a tree or memory by navigating it; the answer comes "
+              "with citations (file and lines/pages, or message position, speaker and time) and a status: "
+              "complete, partial (some of it found) or none (not in the tree — do not guess).")
     async def ask(tree: str, question: str, ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         answer = await _call(service().ask, p, tree, AskRequest(question=question))
@@ -130,14 +117,12 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
             "citations": [c.model_dump(mode="json", exclude_none=True) for c in answer.citations],
         }
 
-    @mcp.tool(
-        description="Look up a user's problem in a knowledge base (support issues with solutions "
-        "grounded in product documents): returns the matching known issue, how well it matches "
-        "(exact, subset, ... or none), the solution text for the user's situation and its citations "
-        "(document id and the quoted passage), and the document passages that bear on the query itself. "
-        "Pass the user's words as the query. If match is none, the knowledge base has no known issue "
-        "for it: say so and use only the passages, do not improvise a fix. An unknown name lists yours."
-    )
+    @mcp.tool(description="Look up a user's problem in a knowledge base (support issues with solutions "
+              "grounded in product documents): returns the matching known issue, how well it matches "
+              "(exact, subset, ... or none), the solution text for the user's situation and its citations "
+              "(document id and the quoted passage), and the document passages that bear on the query itself. "
+              "Pass the user's words as the query. If match is none, the knowledge base has no known issue "
+              "for it: say so and use only the passages, do not improvise a fix. An unknown name lists yours.")
     async def kb_ask(kb: str, query: str, ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         kbs = service().kbs
@@ -155,11 +140,9 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
 
         return await _call(run)
 
-    @mcp.tool(
-        description="Look at one node of a tree and its children: title, summary and metadata, "
-        "page/line or message span, text (leaves), and the children's ids and summaries. Omit "
-        "node_id to start at the root; follow child ids to go deeper."
-    )
+    @mcp.tool(description="Look at one node of a tree and its children: title, summary and metadata, "
+              "page/line or message span, text (leaves), and the children's ids and summaries. Omit "
+              "node_id to start at the root; follow child ids to go deeper.")
     async def view_node(tree: str, ctx: Context, node_id: str | None = None) -> dict[str, Any]:
         p = principal_of(ctx)
         svc = service()
@@ -171,13 +154,10 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
         data["text"] = data["text"][:4000]
         return data
 
-    @mcp.tool(
-        description="Read the messages under a node of a conversation memory (a session or topic), "
-        "verbatim with position, speaker and time; at most `limit` messages from the start."
-    )
-    async def get_node_messages(
-        memory: str, node_id: str, ctx: Context, limit: Annotated[int, Field(ge=1, le=5000)] = 50
-    ) -> dict[str, Any]:
+    @mcp.tool(description="Read the messages under a node of a conversation memory (a session or topic), "
+              "verbatim with position, speaker and time; at most `limit` messages from the start.")
+    async def get_node_messages(memory: str, node_id: str, ctx: Context,
+                                limit: Annotated[int, Field(ge=1, le=5000)] = 50) -> dict[str, Any]:
         p = principal_of(ctx)
         svc = service()
 
@@ -204,11 +184,9 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
 
         return await _call(run)
 
-    @mcp.tool(
-        description="Build (or rebuild) a document tree from files or directories on the server "
-        "(only under the roots the server allows). Runs in the background: returns a job id; "
-        "check it with job_status."
-    )
+    @mcp.tool(description="Build (or rebuild) a document tree from files or directories on the server "
+              "(only under the roots the server allows). Runs in the background: returns a job id; "
+              "check it with job_status.")
     async def build(tree: str, paths: list[str], ctx: Context, add: bool = False) -> dict[str, Any]:
         p = principal_of(ctx)
         svc = service()
@@ -222,20 +200,13 @@ def build_mcp(service: Callable[[], Service], principal_of: PrincipalOf = stdio_
 
         return await _call(run)
 
-    @mcp.tool(
-        description="State of a background job (build): queued, running (with progress), done (with "
-        "its report), failed (with the error) or cancelled."
-    )
+    @mcp.tool(description="State of a background job (build): queued, running (with progress), done (with "
+              "its report), failed (with the error) or cancelled.")
     async def job_status(job_id: str, ctx: Context) -> dict[str, Any]:
         p = principal_of(ctx)
         svc = service()
         job = await _call(svc.job, p, job_id)
-        return {
-            "job": job.id,
-            "state": job.state,
-            "progress": job.progress,
-            "report": svc.tenant_report(job, job.report),
-            "error": svc.tenant_text(job, job.error) if job.error else None,
-        }
+        return {"job": job.id, "state": job.state, "progress": job.progress, "report": svc.tenant_report(job, job.report),
+                "error": svc.tenant_text(job, job.error) if job.error else None}
 
     return mcp

@@ -175,9 +175,7 @@ class MessageIn(Strict):
     name: str | None = Field(None, max_length=200)
     timestamp: str | None = Field(None, max_length=64)
     id: str | None = Field(
-        None,
-        min_length=1,
-        max_length=200,
+        None, min_length=1, max_length=200,
         description="your id for the message: a message whose id the memory holds already is skipped",
     )
 
@@ -187,9 +185,7 @@ class AddMessages(Strict):
     batch_size: int | None = Field(None, ge=1, le=100)
     background: bool = Field(False, description="run as a background job (returns the job)")
     idempotency_key: str | None = Field(
-        None,
-        min_length=1,
-        max_length=255,
+        None, min_length=1, max_length=255,
         description="the same key again means the same request again (as the Idempotency-Key header):"
         " its messages already stored are skipped, and a background add returns the job queued with it",
     )
@@ -239,17 +235,14 @@ class Messages(BaseModel):
 
 
 class BuildRequest(Strict):
-    paths: list[str] = Field(
-        ..., min_length=1, max_length=1000, description="server-side files or directories"
-    )
+    paths: list[str] = Field(..., min_length=1, max_length=1000, description="server-side files or directories")
     add: bool = Field(False, description="keep the documents already in the tree (a collection grows)")
     meta: dict[str, str] | None = Field(None, description="metadata for every document (company, year...)")
 
 
 class EnrichRequest(Strict):
     leaves: bool | None = Field(
-        None,
-        description="summarize every leaf too (default: yes; memories: no, one summary per run of messages)",
+        None, description="summarize every leaf too (default: yes; memories: no, one summary per run of messages)"
     )
     root: bool = Field(True, description="summarize the root too")
     force: bool = Field(False, description="summarize again the nodes that already have a summary")

@@ -25,9 +25,7 @@ class KBIssueNode(BaseModel):
     id: str
     title: str
     metadata: dict[str, Any]
-    status: str = Field(
-        ..., description="pending (lazy: written at the first ask) | ok | stale | ungrounded | ..."
-    )
+    status: str = Field(..., description="pending (lazy: written at the first ask) | ok | stale | ungrounded | ...")
     solution: str | None
     citations: int
     violations: list[Any]
@@ -65,9 +63,7 @@ class KBAskRequest(Strict):
         " (keywords where the attribute configuration gives keywords, else the model)",
     )
     solve: bool = Field(True, description="write the matched issue's solution now if it has none (lazy KBs)")
-    passages: int = Field(
-        PASSAGES, ge=0, le=50, description="document passages for the query itself, beside the solution"
-    )
+    passages: int = Field(PASSAGES, ge=0, le=50, description="document passages for the query itself, beside the solution")
 
 
 class KBMatchedIssue(BaseModel):
@@ -98,8 +94,7 @@ class KBAnswerOut(BaseModel):
     citations: list[dict[str, Any]]
     status: str
     violations: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="the rules the solution still breaks (rule, check, detail): why it is flagged",
+        default_factory=list, description="the rules the solution still breaks (rule, check, detail): why it is flagged"
     )
     ranked: list[KBRanked]
     passages: list[dict[str, Any]] = Field(
@@ -123,13 +118,9 @@ class KBExportRow(BaseModel):
 
 
 class KBBuildRequest(Strict):
-    issues: str = Field(
-        ..., min_length=1, max_length=1000, description="server-side raw issues: JSONL or CSV"
-    )
+    issues: str = Field(..., min_length=1, max_length=1000, description="server-side raw issues: JSONL or CSV")
     docs: list[str] = Field(..., min_length=1, max_length=1000, description="server-side domain documents")
-    attributes: str = Field(
-        ..., min_length=1, max_length=1000, description="attribute configuration (TOML/YAML)"
-    )
+    attributes: str = Field(..., min_length=1, max_length=1000, description="attribute configuration (TOML/YAML)")
     rules: str = Field(..., min_length=1, max_length=1000, description="domain rules (TOML, or text)")
     solutions: Literal["eager", "lazy"] = "lazy"
     context: Literal["path", "model"] = Field("path", description="chunk context: path (no model) | model")
@@ -148,9 +139,7 @@ class KBRule(BaseModel):
 
     id: str
     text: str
-    forbidden: list[str] = Field(
-        ..., description="phrases a solution must not contain (checked without the model)"
-    )
+    forbidden: list[str] = Field(..., description="phrases a solution must not contain (checked without the model)")
     required: list[str] = Field(..., description="phrases a solution must contain")
     append: str = Field(..., description="the mandated statement appended where a required phrase is missing")
     question: str = Field(..., description="the yes/no question the judge is asked ('yes' = broken)")
@@ -159,9 +148,7 @@ class KBRule(BaseModel):
 
 
 class KBRulesRequest(Strict):
-    rules: str = Field(
-        ..., min_length=1, max_length=1000, description="server-side domain rules file (TOML, or text)"
-    )
+    rules: str = Field(..., min_length=1, max_length=1000, description="server-side domain rules file (TOML, or text)")
 
 
 class KBRulesOut(BaseModel):

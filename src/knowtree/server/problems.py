@@ -42,12 +42,7 @@ class Problem(Exception):
     """An API error with an HTTP status and a human-readable detail."""
 
     def __init__(
-        self,
-        status: int,
-        detail: str,
-        *,
-        title: str | None = None,
-        headers: dict[str, str] | None = None,
+        self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None,
         **extra: Any,
     ) -> None:
         super().__init__(detail)
@@ -58,9 +53,8 @@ class Problem(Exception):
         self.extra = extra
 
 
-def problem_body(
-    status: int, detail: str, *, title: str | None = None, instance: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def problem_body(status: int, detail: str, *, title: str | None = None, instance: str | None = None,
+                 **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": title or _TITLES.get(status, "Error"),
@@ -73,15 +67,8 @@ def problem_body(
     return body
 
 
-def problem_response(
-    status: int,
-    detail: str,
-    *,
-    headers: dict[str, str] | None = None,
-    title: str | None = None,
-    instance: str | None = None,
-    **extra: Any,
-) -> JSONResponse:
+def problem_response(status: int, detail: str, *, headers: dict[str, str] | None = None,
+                     title: str | None = None, instance: str | None = None, **extra: Any) -> JSONResponse:
     return JSONResponse(
         problem_body(status, detail, title=title, instance=instance, **extra),
         status_code=status,
@@ -108,12 +95,7 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(
-            exc.status,
-            exc.detail,
-            title=exc.title,
-            headers=exc.headers,
-            instance=request.url.path,
-            **exc.extra,
+            exc.status, exc.detail, title=exc.title, headers=exc.headers, instance=request.url.path, **exc.extra
         )
 
     @app.exception_handler(KnowtreeError)

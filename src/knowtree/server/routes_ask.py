@@ -20,13 +20,8 @@ router = APIRouter(prefix="/v1/trees", tags=["questions"])
     "/{tree}/ask",
     response_model=Answer,
     summary="Answer a question by navigating the tree (citations and trace included)",
-    responses={
-        200: {
-            "content": {"text/event-stream": {}},
-            "description": "the Answer, or with stream=true "
-            "events: step (a navigation step), token (answer text), answer (the checked Answer), error",
-        }
-    },
+    responses={200: {"content": {"text/event-stream": {}}, "description": "the Answer, or with stream=true "
+                     "events: step (a navigation step), token (answer text), answer (the checked Answer), error"}},
 )
 def ask(tree: TreeName, body: AskRequest, p: Caller, svc: Svc) -> Any:
     if not body.stream:
@@ -46,11 +41,8 @@ def ask(tree: TreeName, body: AskRequest, p: Caller, svc: Svc) -> Any:
     return response
 
 
-@router.post(
-    "/{tree}/retrieve",
-    response_model=RetrieveResult,
-    summary="Evidence for a question, no answer: messages or leaf text with citations, within a token budget",
-)
+@router.post("/{tree}/retrieve", response_model=RetrieveResult,
+             summary="Evidence for a question, no answer: messages or leaf text with citations, within a token budget")
 async def retrieve(tree: TreeName, body: RetrieveRequest, p: Caller, svc: Svc) -> RetrieveResult:
     args = (p, tree, body.question, body.budget_tokens, body.use_model)
     if svc.view(p, tree).info.kind == "conversation":  # hybrid scoring or a model walk: in a thread

@@ -57,12 +57,9 @@ async def job_events(job_id: JobId, p: Caller, svc: Svc) -> Any:
     return sse_response(events())
 
 
-@router.get(
-    "/ledger", response_model=list[LedgerRun], summary="Model calls, tokens and cost per build and question"
-)
+@router.get("/ledger", response_model=list[LedgerRun], summary="Model calls, tokens and cost per build and question")
 def ledger(
-    p: Caller,
-    svc: Svc,
+    p: Caller, svc: Svc,
     tree: Annotated[str | None, Query(pattern=TREE_NAME, description="one tree's runs")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> list[LedgerRun]:

@@ -177,17 +177,11 @@ class Service(JobFiles):
             raise Problem(400, f"node id {node_id!r}: letters, digits, '_' or '-'")
         matches = [n for i, n in t.nodes.items() if i.startswith(node_id)]
         if len(matches) != 1:
-            raise Problem(
-                404,
-                f"no node {node_id!r} in tree {name!r}"
-                if not matches
-                else f"{len(matches)} nodes start with {node_id!r}: give more of the id",
-            )
+            raise Problem(404, f"no node {node_id!r} in tree {name!r}" if not matches else
+                          f"{len(matches)} nodes start with {node_id!r}: give more of the id")
         return matches[0]
 
-    def outline(
-        self, p: Principal, name: str, depth: int | None = None
-    ) -> tuple[TreeSummary, OutlineNode | None]:
+    def outline(self, p: Principal, name: str, depth: int | None = None) -> tuple[TreeSummary, OutlineNode | None]:
         t = self.view(p, name)
         if t.info.root_id is None or t.info.root_id not in t.nodes:
             return self.summary(p, t.info), None
@@ -211,9 +205,7 @@ class Service(JobFiles):
             n = t.nodes.get(node_id)
             if n is not None:
                 b = brief(n)
-                hits.append(
-                    SearchHit(node_id=n.id, score=score, title=b.title, summary=b.summary, spans=n.spans)
-                )
+                hits.append(SearchHit(node_id=n.id, score=score, title=b.title, summary=b.summary, spans=n.spans))
         return hits
 
     # -- questions -----------------------------------------------------------------------------
@@ -230,9 +222,8 @@ class Service(JobFiles):
         if t.info.kind == "conversation":
             if req.mode == "search":
                 raise Problem(
-                    400,
-                    "mode 'search': a conversation memory answers in auto | retrieve | nav | walk mode"
-                    " (navigator tree | agent)",
+                    400, "mode 'search': a conversation memory answers in auto | retrieve | nav | walk mode"
+                    " (navigator tree | agent)"
                 )
             return self.kt.memory(t.name).ask(
                 req.question,
@@ -244,8 +235,7 @@ class Service(JobFiles):
             )
         if req.mode in ("tree", "agent") or req.navigator:
             raise Problem(
-                400,
-                "tree | agent (navigator) is for conversation memories; documents: auto | walk | search | retrieve | nav",
+                400, "tree | agent (navigator) is for conversation memories; documents: auto | walk | search | retrieve | nav"
             )
         return t.ask(
             req.question,
@@ -264,14 +254,8 @@ class Service(JobFiles):
         return retrieve_evidence(self.kt, self.view(p, name), question, budget_tokens, use_model=use_model)
 
     # -- memories ------------------------------------------------------------------------------
-    def add_messages(
-        self,
-        p: Principal,
-        name: str,
-        messages: list[dict[str, Any]],
-        batch_size: int | None = None,
-        idem_key: str | None = None,
-    ) -> Any:
+    def add_messages(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None = None,
+                     idem_key: str | None = None) -> Any:
         """Add now; messages stored already under their add key are skipped (`server.idempotency`)."""
         self.writable(p)
         stored = self.stored_name(p, name)
@@ -299,9 +283,7 @@ class Service(JobFiles):
         report.memory = name
         return report
 
-    def messages(
-        self, p: Principal, name: str, start: int = 1, end: int | None = None
-    ) -> list[dict[str, object]]:
+    def messages(self, p: Principal, name: str, start: int = 1, end: int | None = None) -> list[dict[str, object]]:
         t = self.view(p, name)
         if t.info.kind != "conversation":
             raise Problem(400, f"{name!r} is a document tree, not a conversation memory")
@@ -338,16 +320,8 @@ class Service(JobFiles):
             return ReadRoots.of([job.params["uploads"]])
         return self.config.read_roots(None if job.tenant == LOCAL else job.tenant)
 
-    def submit_build(
-        self,
-        p: Principal,
-        name: str,
-        paths: list[str],
-        *,
-        add: bool = False,
-        meta: dict[str, str] | None = None,
-        uploads: Path | None = None,
-    ) -> Job:
+    def submit_build(self, p: Principal, name: str, paths: list[str], *, add: bool = False,
+                     meta: dict[str, str] | None = None, uploads: Path | None = None) -> Job:
         self.writable(p)
         stored = self.stored_name(p, name)
         if self.kt.store.tree_exists(stored) and self.kt.store.tree_info(stored).kind == "conversation":
@@ -364,14 +338,8 @@ class Service(JobFiles):
         stored = self.require(p, name)
         return self.jobs.create(p.tenant, "enrich", stored, options)
 
-    def submit_add(
-        self,
-        p: Principal,
-        name: str,
-        messages: list[dict[str, Any]],
-        batch_size: int | None,
-        idem_key: str | None = None,
-    ) -> Job:
+    def submit_add(self, p: Principal, name: str, messages: list[dict[str, Any]], batch_size: int | None,
+                   idem_key: str | None = None) -> Job:
         """Queue an add; the same `idem_key` again returns the job queued with it."""
         self.writable(p)
         stored = self.stored_name(p, name)
@@ -498,11 +466,6 @@ def title_of(n: Node) -> str:
 def brief(n: Node) -> NodeBrief:
     title = title_of(n)
     return NodeBrief(
-        id=n.id,
-        kind=n.kind.value,
-        level=n.level,
-        title=title,
-        summary=n.meta.summary,
-        children=len(n.children),
-        spans=n.spans,
+        id=n.id, kind=n.kind.value, level=n.level, title=title, summary=n.meta.summary,
+        children=len(n.children), spans=n.spans,
     )

@@ -98,9 +98,7 @@ class KeyStore:
     def revoke(self, key_id: str) -> KeyInfo:
         """Revoke a key (revoking it again keeps the first revocation time)."""
         with self.store.transaction() as c:
-            c.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id)
-            )
+            c.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id))
         found = [k for k in self.list() if k.id == key_id]
         if not found:
             raise NotFoundError(f"no API key with id {key_id!r}")

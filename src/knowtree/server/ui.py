@@ -71,17 +71,14 @@ def _login(detail: str) -> str:
 
 def _body(svc: Service, p: Principal, tree: str | None, node: str | None) -> str:
     trees = svc.list_trees(p)
-    items = (
-        "".join(
-            f'<li><a href="/ui?tree={quote(t.name)}"{" aria-current=page" if t.name == tree else ""}>'
-            f"{escape(t.name)}</a> <span class=meta>{escape(t.kind)} · {t.nodes} nodes</span></li>"
-            for t in trees
-        )
-        or "<li>no trees yet</li>"
-    )
+    items = "".join(
+        f'<li><a href="/ui?tree={quote(t.name)}"{" aria-current=page" if t.name == tree else ""}>'
+        f"{escape(t.name)}</a> <span class=meta>{escape(t.kind)} · {t.nodes} nodes</span></li>"
+        for t in trees
+    ) or "<li>no trees yet</li>"
     side = (
         '<nav class="trees" aria-label="Trees"><h2>Trees &amp; memories</h2>'
-        f"<ul>{items}</ul>"
+        f'<ul>{items}</ul>'
         '<section id="jobs" aria-label="Build jobs"><h2>Build</h2>'
         '<form id="upload-form"><label>tree <input name="tree" required pattern="[A-Za-z0-9][A-Za-z0-9._-]*"'
         f' value="{escape(tree or "")}"></label>'
@@ -109,13 +106,9 @@ def _tree_view(svc: Service, p: Principal, tree: str, node_id: str | None) -> st
             return f'<p role="alert">{escape(exc.detail)}</p>'
     open_ids = _ancestors(t.nodes, selected.id) if selected else set()
     outline = (
-        _outline(t.nodes, t.info.root_id, tree, open_ids, 0)
-        if t.info.root_id in t.nodes
-        else "<p>(empty)</p>"
+        _outline(t.nodes, t.info.root_id, tree, open_ids, 0) if t.info.root_id in t.nodes else "<p>(empty)</p>"
     )
-    kind = (
-        "conversation memory: sessions → topics → messages" if t.info.kind == "conversation" else "documents"
-    )
+    kind = "conversation memory: sessions → topics → messages" if t.info.kind == "conversation" else "documents"
     detail = _node_panel(selected) if selected else '<p class="hint">Select a node to read it.</p>'
     return (
         f'<h2>{escape(tree)} <span class="meta">{escape(kind)} · {t.info.nodes} nodes</span></h2>'

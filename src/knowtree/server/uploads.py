@@ -19,12 +19,8 @@ UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".pdf", ".docx", ".html", ".htm"}
 
 
 async def save_uploads(
-    root: Path,
-    groups: dict[str, list[UploadFile]],
-    limit: int,
-    suffixes: dict[str, set[str]] | None = None,
-    *,
-    max_inflated: int | None = None,
+    root: Path, groups: dict[str, list[UploadFile]], limit: int, suffixes: dict[str, set[str]] | None = None,
+    *, max_inflated: int | None = None,
 ) -> tuple[Path, dict[str, list[str]]]:
     """Save each group's files (`{"files": [...]}` or, for a knowledge base, issues/docs/...) in a new
     folder under `root`; returns the folder and each group's saved paths. A compressed file (.gz, a

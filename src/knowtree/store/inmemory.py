@@ -16,6 +16,7 @@ import copy
 import re
 import uuid
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -62,6 +63,9 @@ class InMemoryStore:
 
     def close(self) -> None:
         pass
+
+    def hold_tree(self, name: str) -> AbstractContextManager[object]:
+        return nullcontext()  # one process holds the dicts
 
     def on_save_tree(self, fn: SaveHook | TreeHook) -> None:
         self._on_save.append(save_hook(fn))
@@ -276,19 +280,12 @@ class InMemoryStore:
             seconds=sum(u.seconds for _, u in mine),
         )
 
-    def runs(
-        self, tree: str | None = None, limit: int = 20, *, owner: str | None = None
-    ) -> list[dict[str, object]]:
+    def runs(self, tree: str | None = None, limit: int = 20, *, owner: str | None = None) -> list[dict[str, object]]:
         picked = [
-            r
-            for r in self._runs
-            if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
+            r for r in self._runs if (not tree or r["tree"] == tree) and (owner is None or r["owner"] == owner)
         ]
         latest = sorted(enumerate(picked), key=lambda ir: (str(ir[1]["started"]), ir[0]), reverse=True)
         return [
-            {
-                **{k: v for k, v in r.items() if k != "owner"},
-                "usage": self.run_usage(str(r["id"])).model_dump(),
-            }
+            {**{k: v for k, v in r.items() if k != "owner"}, "usage": self.run_usage(str(r["id"])).model_dump()}
             for _, r in latest[:limit]
         ]

@@ -36,3 +36,4 @@ def name_for(stored: str | None, tenant: str) -> str | None:
     """The name `tenant` knows the stored name by, or None when it is not that tenant's."""
     parts = split_owner(stored)
     return parts[1] if parts and parts[0] == tenant else None
+

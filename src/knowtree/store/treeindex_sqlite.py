@@ -162,8 +162,15 @@ def rows_by_id(conn: sqlite3.Connection, tree: str, ids: Sequence[str]) -> list[
     return out
 
 
-def lexical(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> list[tuple[str, float]]:
-    """(id, BM25) of the `limit` best entries for an FTS5 query, best first (FTS5's bm25: lower is better)."""
+def _match(terms: Sequence[str]) -> str:
+    """An FTS5 query that ORs the terms, each quoted so no FTS5 syntax can leak in."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def lexical(conn: sqlite3.Connection, tree: str, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    """(id, BM25) of the `limit` best entries holding any of the query words `terms`, best first
+    (FTS5's bm25: lower is better)."""
+    match = _match(terms)
     try:
         return conn.execute(
             "SELECT id, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ? AND tree = ?"
@@ -174,12 +181,15 @@ def lexical(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> list
         raise StoreError(f"index search failed for {match[:80]!r} ({exc})") from exc
 
 
-def lexical_top(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> list[tuple[str, float]]:
+def lexical_top(
+    conn: sqlite3.Connection, tree: str, terms: Sequence[str], limit: int
+) -> list[tuple[str, float]]:
     """`lexical`, faster on a large index: FTS5 ranks every entry matching the query without its
     `tree` filter (an UNINDEXED column of an external-content table is read from `tree_index` row by
     row: 3x the time), then the rows of other trees are dropped; when that leaves fewer than `limit`
     while more rows matched, the filtered query runs (the same BM25: the filter changes no statistic)."""
     wide = limit * 4
+    match = _match(terms)
     try:
         got = conn.execute(
             "SELECT rowid, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ?"
@@ -197,7 +207,7 @@ def lexical_top(conn: sqlite3.Connection, tree: str, match: str, limit: int) -> 
             if owner == tree:
                 ids[rid] = entry
     if len(ids) < limit and len(got) == wide:
-        return lexical(conn, tree, match, limit)
+        return lexical(conn, tree, terms, limit)
     return [(ids[r], b) for r, b in got if r in ids][:limit]
 
 

@@ -166,9 +166,7 @@ def verify_citations(citations: Sequence[Any], passages: Sequence[KBChunk]) -> t
             bad.append({**entry, "why": f"quote shorter than {MIN_QUOTE_WORDS} words: too short to verify"})
             continue
         if quote_score(c.quote, chunk.text) < QUOTE_MIN:
-            there = next(
-                (p for p in passages if p is not chunk and quote_score(c.quote, p.text) >= QUOTE_MIN), None
-            )
+            there = next((p for p in passages if p is not chunk and quote_score(c.quote, p.text) >= QUOTE_MIN), None)
             if there is None:
                 bad.append({**entry, "why": "quote not found in the passage"})
                 continue

@@ -187,10 +187,7 @@ class LocalModel(Model):
         ]  # fmt: skip
         # the worker imports the same knowtree as this process, whatever the working directory
         here = str(Path(__file__).resolve().parents[3])
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p),
-        }
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         try:
             proc = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env

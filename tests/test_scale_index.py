@@ -160,3 +160,50 @@ def test_lexical_top_ranks_as_fts5_and_drops_only_terms_held_by_half_the_entries
         assert list(top)[:4] == list(full)[:4] and all(abs(top[i] - full[i]) < 1e-4 for i in top)
         only_common = index.lexical_top("ticket", 5)  # nothing else to search by: the term is kept
         assert list(only_common) == list(index.lexical("ticket"))[:5]
+
+
+# -- PostgreSQL: the same index, BM25 from postings ----------------------------------------------------
+
+
+def test_postgres_bm25_ranks_as_sqlite_fts5(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PostgreSQL index's BM25 (postings, FTS5's formula in SQL) gives FTS5's order and scores,
+    and a question's evidence is the same on both backends (the candidate path and the exact one)."""
+    from knowtree.store.treeindex_pg import fts_tokens
+
+    assert fts_tokens("Filed the Café's résumés, running_fast x2") == [
+        "file",
+        "the",
+        "cafe",
+        "s",
+        "resum",
+        "run",
+        "fast",
+        "x2",
+    ]
+    paths = write_corpus(tmp_path / "docs") + _tickets(tmp_path / "tickets", 60, files=2)
+    questions = [
+        "Who approved the marketing budget?",
+        "what did carol file as code42 about ticket item3?",
+        "bob code7 launch Lisbon",
+        "nothing matches zzz",
+    ]
+    got: dict[str, Any] = {}
+    for backend, db in (("sqlite", tmp_path / "kb.db"), ("postgresql", pg_url)):
+        with KnowTree(db, model=KeywordModel(), summaries="none", structure="headings") as kt:
+            kt.build(paths, tree="t")
+            kt.build(paths[:1], tree="other")  # another tree in the same database: statistics are global
+            index = kt.tree_index("t")
+            out = [index.lexical(q) for q in questions]
+            for exact in ("1000000", "0"):
+                monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", exact)
+                for q in questions:
+                    out.append([(e.text, e.citation) for e in kt.tree("t").retrieve(q, budget_tokens=200)])
+            got[backend] = out
+    for want, have in zip(got["sqlite"], got["postgresql"], strict=True):
+        if isinstance(want, dict):
+            assert list(have) == list(want)  # the same entries, in the same order
+            assert all(abs(have[i] - want[i]) < 1e-9 * max(1.0, abs(want[i])) for i in want)
+        else:
+            assert have == want

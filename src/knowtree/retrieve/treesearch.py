@@ -123,6 +123,9 @@ def exact_entries() -> int:
 
 def candidate_count(budget_tokens: int) -> int:
     """How many candidates of each kind a question reads for a budget."""
+    raw = os.environ.get("KNOWTREE_CANDIDATES", "").strip()  # a fixed count, for measuring
+    if raw.isdigit():
+        return int(raw)
     return max(CANDIDATES_MIN, min(CANDIDATES_MAX, int(budget_tokens * CANDIDATES_PER_TOKEN)))
 
 

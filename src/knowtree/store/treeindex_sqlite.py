@@ -65,7 +65,9 @@ def write_state(
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
         return
     conn.execute(
-        "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO tree_index_state(tree, signature, entries, updated, content) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (tree) DO UPDATE SET signature = excluded.signature, entries = excluded.entries,"
+        " updated = excluded.updated, content = excluded.content",
         (tree, sig, entries, updated, content),
     )
 
@@ -148,7 +150,7 @@ def drop_tree(conn: sqlite3.Connection, tree: str) -> None:
 def entry_rows(conn: sqlite3.Connection, tree: str) -> list[tuple]:
     """Every entry (`ENTRY_COLUMNS`): leaves first in document order, then the inner entries."""
     return conn.execute(
-        f"SELECT {ENTRY_COLUMNS} FROM tree_index WHERE tree = ? ORDER BY leaf DESC, ord, rowid", (tree,)
+        f"SELECT {ENTRY_COLUMNS} FROM tree_index WHERE tree = ? ORDER BY leaf DESC, ord, rid", (tree,)
     ).fetchall()
 
 
@@ -269,7 +271,8 @@ def unembedded(conn: sqlite3.Connection, tree: str, embedder: str) -> list[tuple
 def put_vectors(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, str, bytes]]) -> None:
     """(tree, id, embedder, hash, vec): stored, replacing an entry's older vector."""
     conn.executemany(
-        "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
         list(rows),
     )
 

@@ -128,6 +128,28 @@ def test_the_candidate_path_equals_the_exact_path_when_k_covers_every_entry(
         assert packed[0] and packed[1] == packed[0]
 
 
+def test_a_new_process_maps_the_vectors_file_instead_of_reading_every_vector_row(
+    tickets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", "0")
+    question = "what did carol file as code42?"
+    with KnowTree(tickets, model=KeywordModel()) as kt:  # the first search writes the file
+        first = [(e.text, e.score) for e in kt.tree("t").retrieve(question, budget_tokens=100)]
+    files = sorted(p.suffix for p in Path(f"{tickets}.vectors").iterdir())
+    assert files == [".f32", ".ids"]
+    read: list[int] = []
+    real = sql.current_vectors
+    monkeypatch.setattr(sql, "current_vectors", lambda *a: read.append(1) or real(*a))
+    with KnowTree(tickets, model=KeywordModel()) as kt:
+        assert [(e.text, e.score) for e in kt.tree("t").retrieve(question, budget_tokens=100)] == first
+        assert not read  # mapped from the file
+        Path(_tickets(tickets.parent / "more", 10, files=1)[0]).rename(tickets.parent / "docs" / "b9.md")
+        kt.build(sorted(str(p) for p in (tickets.parent / "docs").iterdir()), tree="t")
+        kt.tree("t").retrieve(question, budget_tokens=100)
+        assert read  # the entries changed: the file's name no longer matches, the rows are read
+    assert sorted(p.suffix for p in Path(f"{tickets}.vectors").iterdir()) == [".f32", ".ids"]  # the old went
+
+
 def test_inner_entries_store_the_leaf_counts_the_rollup_divides_by(tmp_path: Path) -> None:
     paths = write_corpus(tmp_path / "docs")
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from knowtree.errors import ConfigError
+from knowtree.retrieve import vecfile
 from knowtree.retrieve.bm25 import query_terms
 from knowtree.retrieve.context import (
     ENTRY_FORMAT,
@@ -440,19 +441,33 @@ class TreeIndex:
 
         if self._matrix is not None and self._matrix[0] == embedder.id:
             return self._matrix[1], self._matrix[2], self._matrix[3]
-        got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
-        if len(got) != self.entries:
-            self.vectors(embedder)  # embeds and stores what is missing
-            self._vectors = None
+        db = self._vector_file()
+        cached = vecfile.load(db, self.tree, embedder.id, self.content or "", embedder.dim) if db else None
+        if cached is not None and len(cached[0]) == self.entries:
+            ids, mat = cached
+        else:
             got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
-        ids = [r[0] for r in got]
-        mat = (
-            np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32).reshape(len(got), embedder.dim)
-            if got
-            else np.zeros((0, embedder.dim), dtype=np.float32)
-        )
+            if len(got) != self.entries:
+                self.vectors(embedder)  # embeds and stores what is missing
+                self._vectors = None
+                got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
+            ids = [r[0] for r in got]
+            mat = (
+                np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32).reshape(len(got), embedder.dim)
+                if got
+                else np.zeros((0, embedder.dim), dtype=np.float32)
+            )
+            if db and len(ids) == self.entries and self.current():  # the rows read are this content's
+                vecfile.save(db, self.tree, embedder.id, self.content or "", ids, mat)
         self._matrix = (embedder.id, ids, {i: n for n, i in enumerate(ids)}, mat)
         return ids, self._matrix[2], mat
+
+    def _vector_file(self) -> str | None:
+        """The SQLite file the vectors' cache file goes beside (None: a database in memory, or not a file)."""
+        path = getattr(self.store, "path", "")
+        if getattr(self.store, "dialect", "sqlite") != "sqlite" or not path or path == ":memory:":
+            return None
+        return str(path)
 
     def dense_top(
         self, question: str, embedder: Embedder, k: int

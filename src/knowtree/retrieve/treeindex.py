@@ -325,6 +325,8 @@ class IndexRow:
         return cls(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]), int(r[9]))
 
 
+COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
+COMMON_TERM_MIN = 5000
 FETCHED_MAX = 200_000  # entries read by id and kept per index object (a serving process's bound)
 
 
@@ -421,7 +423,12 @@ class TreeIndex:
         """`lexical`'s `limit` best entries, read the fast way for a large index: a term held by at
         least half of the entries is left out of the query (FTS5's BM25 gives it the floor idf,
         1e-6: it moves no score by more than that, while ranking every entry holding it was most of
-        the time), and the tree filter applies after ranking (`store.treeindex_sqlite.lexical_top`)."""
+        the time), and the tree filter applies after ranking (`store.treeindex_sqlite.lexical_top`).
+
+        Not exact: when the question has a word held by at most `COMMON_TERM_DOCS` of the entries,
+        a word held by more than that share and more than `COMMON_TERM_MIN` entries is left out too
+        (ranking the entries that hold it is what a large index's lexical search costs: at 10^5
+        entries, two words in a fifth of them took 130-200 ms of 140-280; their idf is low, ~1.6)."""
         terms = query_terms(question)
         if not terms:
             return {}
@@ -429,6 +436,9 @@ class TreeIndex:
         def run(c: Any) -> list[tuple[str, float]]:
             docs, total = self.sql.term_docs(c, terms)
             keep = [t for t in terms if not (t in docs and 2 * docs[t] >= total)] or terms
+            common = COMMON_TERM_DOCS
+            if any(docs.get(t, 0) <= common * total for t in keep):  # a rare word carries the question
+                keep = [t for t in keep if not (docs.get(t, 0) > max(COMMON_TERM_MIN, common * total))]
             return self.sql.lexical_top(c, self.tree, keep, limit)
 
         return {str(i): -float(b) for i, b in self.store.read(run)}

@@ -14,6 +14,10 @@ build's structure with `--structure headings`), built with the keyword model and
 - the answering process's peak RSS (ru_maxrss) and the database's size on disk.
 
     PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 10000 100000 --out benchmarks/results/scale_index.json
+    PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 10000 --pg-dir /tmp/kt-e9-pg   # PostgreSQL
+
+`--pg-dir DIR`: the corpus goes into a PostgreSQL (`knowtree db start --dir DIR`, one database per
+size); disk is then `pg_database_size`.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def kt_cli() -> str:
     return str(Path(sys.executable).with_name("knowtree"))
 
 
-def build(db: Path, corpus: Path) -> float:
+def build(db: Path | str, corpus: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
         [
@@ -108,26 +112,23 @@ def build(db: Path, corpus: Path) -> float:
     return time.perf_counter() - started
 
 
-def embed_seconds(db: Path) -> float:
+def embed_seconds(db: Path | str) -> float:
     """The default embedder's time over the index's texts (what the build's sync spent embedding)."""
-    import sqlite3
-
     from knowtree.retrieve.embed import get_embedder
     from knowtree.retrieve.treeindex import EMBED_CHARS, embed_texts
+    from knowtree.store import open_store
 
-    conn = sqlite3.connect(db)
-    texts = [
-        ((c + "\n" + t) if c else t)[:EMBED_CHARS]
-        for t, c in conn.execute("SELECT text, context FROM tree_index WHERE tree = 't'")
-    ]
-    conn.close()
+    store = open_store(str(db), create=False)
+    rows = store.read(lambda c: c.execute("SELECT text, context FROM tree_index WHERE tree = 't'").fetchall())
+    store.close()
+    texts = [((c + "\n" + t) if c else t)[:EMBED_CHARS] for t, c in rows]
     emb = get_embedder()
     started = time.perf_counter()
     embed_texts(emb, texts)
     return time.perf_counter() - started
 
 
-def warm(db: Path, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
+def warm(db: Path | str, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
     """Run in a child process: one KnowTree answering every question (a server's process)."""
     from knowtree.core import KnowTree
     from knowtree.testing.models import KeywordModel
@@ -154,7 +155,7 @@ def warm(db: Path, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
     }
 
 
-def cold(db: Path, question: str) -> float:
+def cold(db: Path | str, question: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [
@@ -176,16 +177,36 @@ def cold(db: Path, question: str) -> float:
     return time.perf_counter() - started
 
 
-def disk(db: Path) -> float:
-    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20
+def disk(db: Path | str) -> float:
+    if isinstance(db, str):  # PostgreSQL
+        import psycopg
+
+        with psycopg.connect(db) as conn:
+            return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
+    return sum(p.stat().st_size for p in db.parent.rglob(db.name + "*") if p.is_file()) / 2**20
 
 
-def run(leaves: int, files: int, n_questions: int, budget: int, work: Path) -> dict[str, Any]:
+def pg_database(pg_dir: str, name: str) -> str:
+    """A fresh database `name` on the PostgreSQL kept in `pg_dir` (started if needed); its URL."""
+    import psycopg
+
+    from knowtree.store import pgserver
+
+    url = pgserver.start(Path(pg_dir))
+    admin = url.replace("/knowtree?", "/postgres?")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+        conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+    return url.replace("/knowtree?", f"/{name}?")
+
+
+def run(leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "") -> dict[str, Any]:
     corpus = work / f"corpus{leaves}"
-    db = work / f"scale{leaves}.db"
+    db: Path | str = pg_database(pg_dir, f"e9_{leaves}") if pg_dir else work / f"scale{leaves}.db"
     facts = write_corpus(corpus, leaves, files)
     qs = questions(facts, n_questions)
-    out: dict[str, Any] = {"backend": "sqlite", "leaves": leaves, "files": files, "budget": budget}
+    backend = "postgresql" if pg_dir else "sqlite"
+    out: dict[str, Any] = {"backend": backend, "leaves": leaves, "files": files, "budget": budget}
     out["build_s"] = round(build(db, corpus), 1)
     out["embed_s"] = round(embed_seconds(db), 1)
     child = subprocess.run(
@@ -209,15 +230,17 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=1024)
     ap.add_argument("--work", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument("--pg-dir", default="", help="run on a PostgreSQL whose data lives in DIR")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm:
-        print(json.dumps(warm(Path(args.warm), [tuple(q) for q in json.load(sys.stdin)], args.budget)))
+        target = args.warm if "://" in args.warm else Path(args.warm)
+        print(json.dumps(warm(target, [tuple(q) for q in json.load(sys.stdin)], args.budget)))
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="kt-e9-"))
     rows = []
     for n in args.leaves:
-        row = run(n, args.files or max(1, n // 250), args.questions, args.budget, work)
+        row = run(n, args.files or max(1, n // 250), args.questions, args.budget, work, args.pg_dir)
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.out:

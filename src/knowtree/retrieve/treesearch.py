@@ -45,8 +45,10 @@ DENSE_SECONDS = 120.0  # embed a whole index only when it takes at most this lon
 DENSE_CANDIDATES = 48  # otherwise score this many lexical candidates (and their ancestors) densely
 #: an index of at least this many entries is searched by candidates (`rank_candidates`): the top of
 #: its inverted index and of its vectors, and their ancestors, read by id; a smaller one is read
-#: whole and every entry scored (`rank_tree`). KNOWTREE_EXACT_ENTRIES overrides it (0: always candidates)
-EXACT_ENTRIES = 20_000
+#: whole and every entry scored (`rank_tree`). KNOWTREE_EXACT_ENTRIES overrides it (0: always candidates).
+#: Measured (benchmarks/RESULTS.md, E9; a loaded 2-core machine): a warm question on 2,305 entries took
+#: 129 ms exact and 55 ms by candidates, on 11,500 entries 167 ms and 18 ms
+EXACT_ENTRIES = 1_000
 CANDIDATES_MIN = 200  # candidates of each kind (lexical, dense) at the least, whatever the budget
 CANDIDATES_PER_TOKEN = 0.25  # and this many per token of the budget (a piece is ~100 tokens)
 CANDIDATES_MAX = 2000

@@ -77,6 +77,21 @@ def test_vectors_are_written_by_the_build_and_no_entry_is_embedded_at_question_t
     assert embedded and set(embedded) == {1}  # the question only, never an entry
 
 
+def test_a_memory_add_writes_its_index_and_vectors(tmp_path: Path) -> None:
+    default = get_embedder()
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        kt.memory("chat").add(
+            [{"role": "user", "content": f"message {i} about the budget of project {i % 3}"} for i in range(12)]
+        )
+    conn = sqlite3.connect(tmp_path / "kb.db")
+    entries = conn.execute("SELECT COUNT(*) FROM tree_index WHERE tree = 'chat'").fetchone()[0]
+    vectors = conn.execute(
+        "SELECT COUNT(*) FROM tree_index_vec WHERE tree = 'chat' AND embedder = ?", (default.id,)
+    ).fetchone()[0]
+    conn.close()
+    assert entries >= 12 and vectors == entries
+
+
 def test_a_question_reads_only_its_candidates_and_their_ancestors(
     tickets: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

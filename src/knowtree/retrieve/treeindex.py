@@ -327,7 +327,7 @@ class IndexRow:
 
 COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
 COMMON_TERM_MIN = 5000
-FETCHED_MAX = 200_000  # entries read by id and kept per index object (a serving process's bound)
+FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving process's bound: ~50 MB)
 
 
 class TreeIndex:

@@ -236,6 +236,10 @@ class TreeMethod:
         # only the flat methods' indexes)
         store = open_store(ctx.db if is_url(ctx.db) else ":memory:")
         name = re.sub(r"\W", "_", ctx.corpus.id)[:60] or "corpus"
+        if is_url(ctx.db):  # one corpus at a time there too: BM25's statistics are the database's (as an
+            # SQLite file's FTS5), so the trees of corpora searched before would weigh in
+            for other in store.tree_names():
+                store.delete_tree(other)
         store.save_tree(
             name,
             root_id=tree.root_id,

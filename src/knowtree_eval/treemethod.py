@@ -236,10 +236,6 @@ class TreeMethod:
         # only the flat methods' indexes)
         store = open_store(ctx.db if is_url(ctx.db) else ":memory:")
         name = re.sub(r"\W", "_", ctx.corpus.id)[:60] or "corpus"
-        if is_url(ctx.db):  # one corpus at a time there too: BM25's statistics are the database's (as an
-            # SQLite file's FTS5), so the trees of corpora searched before would weigh in
-            for other in store.tree_names():
-                store.delete_tree(other)
         store.save_tree(
             name,
             root_id=tree.root_id,
@@ -268,6 +264,9 @@ class TreeMethod:
             built.overview = overview_text(tree)
             built.overview_tokens = ctx.tokens(built.overview) if built.overview else 0
         for old in self._built.values():  # one corpus at a time: the runner goes corpus by corpus
+            if is_url(ctx.db):  # its tree goes from the database too (only the tree this method saved):
+                # BM25's statistics are the database's, so the corpora searched before would weigh in
+                old.store.delete_tree(old.index.tree)
             old.store.close()
         self._built = {ctx.corpus.id: built}
         return built

@@ -332,12 +332,13 @@ def test_a_memory_update_reuses_the_indexed_messages(tmp_path: Path) -> None:
             {"role": "user", "name": "Ann" if i % 2 else "Bob", "content": f"Message {i} about plan {i % 7}."}
             for i in range(310)
         ]
-        mem.add(talk[:300])
-        first = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
-        assert first.reused == 0 and first.entries
+        mem.add(talk[:300])  # an add syncs its index (and writes its vectors) before it returns
+        first = kt.tree_index("chat").last_sync
+        assert first is not None and first.reused == 0 and first.entries
         mem.add(talk[300:])
-        again = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
-        assert again.reused > 0 and again.written < again.entries
+        again = kt.tree_index("chat").last_sync
+        assert again is not None and again.reused > 0 and again.written < again.entries
+        assert kt.store.write(lambda c: treeindex.sync_entries(c, "chat")).unchanged
         assert _index_table(kt, "chat") == _derived_afresh(kt, "chat")
         _fts_consistent(kt)
 

@@ -220,42 +220,77 @@ if TEST_BACKEND not in BACKENDS:
 
 
 class PgServer:
-    """The session's PostgreSQL: makes and drops databases (copies of a migrated template)."""
+    """The session's PostgreSQL: hands out empty, migrated databases and takes them back. A database
+    given back is emptied (its connections ended, every table truncated, tables a test added
+    dropped) and handed out again: a CREATE DATABASE costs ~0.4 s here, emptying one ~0.05 s."""
 
     TEMPLATE = "kt_template"
 
     def __init__(self, url: str) -> None:
         self.url = url  # its `knowtree` database (store/pgserver.py)
         self._admin = url.replace("/knowtree?", "/postgres?")
-        self._template_ready = False
+        self._tables: list[str] | None = None  # the migrated schema's tables
+        self._free: list[str] = []
 
-    def _sql(self, *statements: str) -> None:
+    def _sql(self, *statements: str, url: str | None = None) -> list[tuple]:
         import psycopg
 
-        with psycopg.connect(self._admin, autocommit=True) as conn:
+        rows: list[tuple] = []
+        with psycopg.connect(url or self._admin, autocommit=True) as conn:
             for statement in statements:
-                conn.execute(statement)  # type: ignore[arg-type]  # names made here, not user input
+                cur = conn.execute(statement)  # type: ignore[arg-type]  # names made here, not user input
+                rows = cur.fetchall() if cur.description else []
+        return rows
 
     def url_of(self, name: str) -> str:
         return self.url.replace("/knowtree?", f"/{name}?")
 
+    def _public_tables(self, url: str) -> list[str]:
+        return [r[0] for r in self._sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'", url=url)]
+
     def create(self) -> str:
-        """A fresh database holding the latest schema; returns its URL."""
+        """An empty database holding the latest schema; returns its URL."""
         import uuid
 
-        if not self._template_ready:  # migrate once, then copy: a test's database costs one CREATE
+        if self._free:
+            return self._free.pop()
+        if self._tables is None:  # migrate once, then copy
             from knowtree.store.postgres import PostgresStore
 
             self._sql(f"DROP DATABASE IF EXISTS {self.TEMPLATE}", f"CREATE DATABASE {self.TEMPLATE}")
             PostgresStore(self.url_of(self.TEMPLATE), pool_size=1).close()
-            self._template_ready = True
+            self._tables = self._public_tables(self.url_of(self.TEMPLATE))
         name = f"t_{uuid.uuid4().hex[:16]}"
-        self._sql(f"CREATE DATABASE {name} TEMPLATE {self.TEMPLATE} STRATEGY FILE_COPY")
+        self._sql(f"CREATE DATABASE {name} TEMPLATE {self.TEMPLATE}")
         return self.url_of(name)
 
     def drop(self, url: str) -> None:
+        """Take a database back: emptied for the next test, or dropped if that fails."""
         name = url.split("?", 1)[0].rsplit("/", 1)[1]
-        self._sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        assert self._tables is not None
+        try:
+            self._sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+                " AND pid <> pg_backend_pid()"
+            )
+            extra = [t for t in self._public_tables(url) if t not in self._tables]
+            data = [t for t in self._tables if t != "schema_version"]
+            # DELETE, not TRUNCATE: a few rows go faster than new files for every table and index
+            self._sql(
+                *(f'DROP TABLE IF EXISTS "{t}" CASCADE' for t in extra),
+                "SET session_replication_role = replica",  # no foreign-key triggers: every row goes
+                *(f"DELETE FROM {t}" for t in data),
+                "SELECT setval(s.oid, 1, false) FROM pg_class s WHERE s.relkind = 'S'",
+                url=url,
+            )
+            self._free.append(url)
+        except Exception:
+            self._sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def close(self) -> None:
+        for url in self._free:
+            self._sql(f"DROP DATABASE IF EXISTS {url.split('?', 1)[0].rsplit('/', 1)[1]} WITH (FORCE)")
+        self._free.clear()
 
 
 @pytest.fixture(scope="session")
@@ -274,6 +309,7 @@ def pg_server() -> Any:
     server._sql("ALTER SYSTEM SET fsync = off", "ALTER SYSTEM SET synchronous_commit = off",
                 "ALTER SYSTEM SET full_page_writes = off", "SELECT pg_reload_conf()")  # fmt: skip
     yield server
+    server.close()
     pgserver.stop(directory)
     shutil.rmtree(directory, ignore_errors=True)
 
@@ -326,8 +362,5 @@ def _test_backend(request: pytest.FixtureRequest) -> Any:
         yield
     finally:
         opening.redirect = None
-        import gc
-
-        gc.collect()  # stores the test dropped close their pools before their databases go
         for url in [*made.values(), *fresh]:
             server.drop(url)

@@ -141,6 +141,14 @@ class Connection:
         cur.execute(qmark_to_format(sql), list(args))  # type: ignore[arg-type]  # built at run time
         return Cursor(cur)
 
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """Insert rows with COPY (bulk writes: several times faster than INSERTs). `table` and
+        `columns` are the caller's own names, never user input."""
+        sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        with self.raw.cursor() as cur, cur.copy(sql) as copy:  # type: ignore[arg-type]
+            for row in rows:
+                copy.write_row(row)
+
     def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> Cursor:
         cur = self.raw.cursor()
         batch = [list(r) for r in rows]

@@ -136,8 +136,10 @@ def test_the_candidate_path_equals_the_exact_path_when_k_covers_every_entry(
                 cand, rows = rank_candidates(index, q, k=10_000, embedder=emb, params=params)
                 assert len(rows) == index.entries
                 assert cand.pieces == exact.pieces
-                assert cand.scores == pytest.approx(exact.scores, abs=1e-9)  # PostgreSQL sums in its order
-                assert cand.prior == pytest.approx(exact.prior, abs=1e-9)
+                # float32 dot products of a vector in another row of the matrix may round apart
+                # (~1e-7), and PostgreSQL sums BM25 in its own order
+                assert cand.scores == pytest.approx(exact.scores, abs=1e-6)
+                assert cand.prior == pytest.approx(exact.prior, abs=1e-6)
         monkeypatch.setattr(treesearch, "CANDIDATES_MIN", 10_000)
         packed = []
         for exact_entries in ("1000000", "0"):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import knowtree.retrieve.indexsync as indexsync
 import knowtree.retrieve.treeindex as treeindex
 from conftest import CORPUS, count_node_loads, write_corpus
 from knowtree.cli.app import app
@@ -206,8 +207,8 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
         before = _rows(kt, "t")
         TreeIndex(kt.store, "t").vectors(HashEmbedder())
         statements: list[str] = []
-        derived = treeindex.tree_entries
-        monkeypatch.setattr(treeindex, "tree_entries", _not_derived)  # the fingerprint says unchanged
+        derived = indexsync.tree_entries
+        monkeypatch.setattr(indexsync, "tree_entries", _not_derived)  # the fingerprint says unchanged
         kt.store.write(lambda c: c.set_trace_callback(statements.append))
         try:
             kt.build(paths, tree="t")  # same files, same (cached) model answers: same nodes
@@ -218,7 +219,7 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
         assert _index_writes(statements) == []
         assert index.last_sync is None  # no re-sync on read either
         assert _rows(kt, "t") == before
-        monkeypatch.setattr(treeindex, "tree_entries", derived)
+        monkeypatch.setattr(indexsync, "tree_entries", derived)
         # one changed file: entries are derived and written again, only for what changed
         Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
         statements.clear()

@@ -761,6 +761,21 @@ def create_vector_index(conn: sqlite3.Connection, name: str) -> str:
     return table
 
 
+def create_term_lookup(conn: sqlite3.Connection) -> None:
+    """Create (if missing) this connection's temporary tables that read a query's words as the tree
+    index's FTS5 tokenizer cuts them and how many entries hold each (store/treeindex_sqlite.py)."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_terms USING fts5(term, tokenize = "
+        f"'{LEXICAL_TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_vocab USING fts5vocab(temp, kt_query_terms, instance)"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_index_vocab USING fts5vocab(main, tree_index_fts, row)"
+    )
+
+
 def _script(step: str | Step, dialect: str) -> str:
     if isinstance(step, str):
         return step

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from knowtree.errors import StoreError
-from knowtree.store.migrations import LEXICAL_TOKENIZER as TOKENIZER
+from knowtree.store.migrations import create_term_lookup
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 
 #: what `entry_rows` and `rows_by_id` return per entry, in this order
@@ -216,15 +216,7 @@ def lexical_top(
 def term_docs(conn: sqlite3.Connection, terms: Sequence[str]) -> tuple[dict[str, int], int]:
     """({query term: how many entries of every tree hold it, as FTS5 tokenizes it}, entries): the
     statistics FTS5's BM25 computes its idf from. A term FTS5 splits or drops is absent."""
-    conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_terms USING fts5(term, tokenize = '{TOKENIZER}')"
-    )
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_query_vocab USING fts5vocab(temp, kt_query_terms, instance)"
-    )
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kt_index_vocab USING fts5vocab(main, tree_index_fts, row)"
-    )
+    create_term_lookup(conn)
     conn.executemany("INSERT INTO temp.kt_query_terms(rowid, term) VALUES (?, ?)", list(enumerate(terms)))
     try:
         tokens = conn.execute("SELECT doc, term FROM temp.kt_query_vocab").fetchall()

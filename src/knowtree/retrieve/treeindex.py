@@ -185,7 +185,7 @@ class TreeIndex:
             return {}
 
         def run(c: Any) -> list[tuple[str, float]]:
-            docs, total = self.sql.term_docs(c, terms)
+            docs, total = self.sql.term_docs(c, self.tree, terms)
             keep = [t for t in terms if not (t in docs and 2 * docs[t] >= total)] or terms
             common = COMMON_TERM_DOCS
             if any(docs.get(t, 0) <= common * total for t in keep):  # a rare word carries the question

@@ -776,6 +776,13 @@ def create_term_lookup(conn: sqlite3.Connection) -> None:
     )
 
 
+def create_tokenizer(conn: sqlite3.Connection) -> None:
+    """Create, in a connection of its own (":memory:"), the FTS5 table whose vocabulary gives a text's
+    terms as the tree index's tokenizer cuts them (store/treeindex_pg.py: PostgreSQL's postings)."""
+    conn.execute(f"CREATE VIRTUAL TABLE cut USING fts5(body, tokenize = '{LEXICAL_TOKENIZER}')")
+    conn.execute("CREATE VIRTUAL TABLE cut_terms USING fts5vocab(cut, instance)")
+
+
 def _script(step: str | Step, dialect: str) -> str:
     if isinstance(step, str):
         return step

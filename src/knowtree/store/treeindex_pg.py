@@ -3,16 +3,17 @@ meaning), with BM25 computed in SQL the way SQLite's FTS5 computes it, and vecto
 
 Lexical search. `ts_rank` is not BM25, so the index keeps its own postings: every entry's text
 (`body`: context, newline, text) is cut into terms as FTS5's `porter unicode61 remove_diacritics 2`
-tokenizer cuts it (`fts_tokens`: runs of letters and digits, lowercased, diacritics removed, then
-the Porter stemmer, PyStemmer's 'porter', on tokens of 3 to 64 characters as FTS5's does), stored
+tokenizer cuts it (`fts_token_lists`: by that very tokenizer, in an in-memory SQLite; PyStemmer's
+'porter' differed from FTS5's on 34 of 160 FinanceBench pages, e.g. technologi/technolog), stored
 as `tree_index_terms(tree, term, rid, tf, len)`; `tree_index_df(tree, term, docs)` and
 `tree_index_stats(tree, entries, tokens)` hold the statistics. A query's score is FTS5's:
 
     bm25(e) = Σ_terms idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len(e)/avgdl)),  k1 = 1.2, b = 0.75
     idf(t) = ln((N − n_t + 0.5) / (n_t + 0.5)), 1e-6 where that is ≤ 0
 
-with N, n_t and avgdl over every tree of the database (FTS5's table holds every tree's entries),
-summed in SQL over the query terms' postings only, `ORDER BY score LIMIT k`. Returned negated, as
+with N, n_t and avgdl those of the tree searched (FTS5's are its table's, every tree of the SQLite
+file: equal for a file of one tree, and here no tree's ranking depends on another's, a tenant's on
+another tenant's), summed in SQL over the query terms' postings only, `ORDER BY score LIMIT k`. Returned negated, as
 FTS5's `bm25()` is (lower is better).
 
 Vectors: `tree_index_vec.emb` holds each vector as a pgvector value beside its bytes.
@@ -21,13 +22,12 @@ Vectors: `tree_index_vec.emb` holds each vector as a pgvector value beside its b
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
+from knowtree.store.migrations import create_tokenizer
 from knowtree.store.rows import in_batches
 from knowtree.store.treeindex_sqlite import (
     ENTRY_COLUMNS,
@@ -55,26 +55,26 @@ from knowtree.store.treeindex_sqlite import (
 
 K1 = 1.2
 B = 0.75
-_TOKEN = re.compile(r"[^\W_]+")
-PORTER_MAX = 64  # FTS5 leaves longer tokens (and shorter than 3) unstemmed
 
 
-@lru_cache(maxsize=1)
-def _stemmer() -> Any:
-    import Stemmer  # PyStemmer, the postgres extra
-
-    return Stemmer.Stemmer("porter")
-
-
-@lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
-    return word if len(word) < 3 or len(word) > PORTER_MAX else _stemmer().stemWord(word)
+def fts_token_lists(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's terms in order, cut by SQLite's own FTS5 tokenizer (`porter unicode61
+    remove_diacritics 2`, the SQLite index's): the same terms by construction."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        create_tokenizer(conn)
+        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+        out: list[list[tuple[int, str]]] = [[] for _ in texts]
+        for doc, term, offset in conn.execute("SELECT doc, term, offset FROM cut_terms"):
+            out[doc].append((offset, term))
+    finally:
+        conn.close()
+    return [[t for _, t in sorted(terms)] for terms in out]
 
 
 def fts_tokens(text: str) -> list[str]:
     """`text` as FTS5's `porter unicode61 remove_diacritics 2` tokenizer indexes it."""
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
-    return [_stem(w) for w in _TOKEN.findall(folded.lower())]
+    return fts_token_lists([text])[0]
 
 
 # -- writing entries: their postings and the statistics with them ---------------------------------
@@ -83,11 +83,10 @@ def insert_entries(conn: Any, rows: Sequence[tuple]) -> None:
     entries, with their postings; the per-tree statistics follow."""
     if not rows:
         return
-    counted = []
-    for r in rows:
-        body = f"{r[9]}\n{r[8]}" if r[9] else r[8]
-        tokens = fts_tokens(body)
-        counted.append((Counter(tokens), len(tokens)))
+    counted = [
+        (Counter(tokens), len(tokens))
+        for tokens in fts_token_lists([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in rows])
+    ]
     conn.executemany(
         "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context,"
         " cite_json, src, toklen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -162,28 +161,21 @@ def drop_tree(conn: Any, tree: str) -> None:
 def _query(terms: Sequence[str]) -> list[str]:
     """A query's phrases as FTS5 reads `"a" OR "b"`: each word's one token (a word of several tokens,
     a phrase in FTS5, is left out here)."""
-    out = []
-    for t in terms:
-        tokens = fts_tokens(t)
-        if len(tokens) == 1:
-            out.append(tokens[0])
-    return out
+    return [tokens[0] for tokens in fts_token_lists(list(terms)) if len(tokens) == 1]
 
 
-def _stats(conn: Any, tokens: Sequence[str]) -> tuple[dict[str, int], int, float]:
-    """({token: entries holding it}, entries, average entry length) over every tree."""
+def _stats(conn: Any, tree: str, tokens: Sequence[str]) -> tuple[dict[str, int], int, float]:
+    """({token: entries of `tree` holding it}, the tree's entries, their average length)."""
     found: dict[str, int] = {}
     for part, marks in in_batches(sorted(set(tokens)), 500):
         found.update(
             conn.execute(
-                f"SELECT term, SUM(docs) FROM tree_index_df WHERE term IN ({marks}) GROUP BY term", part
+                f"SELECT term, docs FROM tree_index_df WHERE tree = ? AND term IN ({marks})", (tree, *part)
             ).fetchall()
         )
-    n, tokens_all = conn.execute(
-        "SELECT COALESCE(SUM(entries), 0), COALESCE(SUM(tokens), 0) FROM tree_index_stats"
-    ).fetchone()
-    n = int(n)
-    return {k: int(v) for k, v in found.items()}, n, (float(tokens_all) / n if n else 0.0)
+    row = conn.execute("SELECT entries, tokens FROM tree_index_stats WHERE tree = ?", (tree,)).fetchone()
+    n, tokens_all = (int(row[0]), int(row[1])) if row else (0, 0)
+    return {k: int(v) for k, v in found.items()}, n, (tokens_all / n if n else 0.0)
 
 
 def idf(entries: int, holding: int) -> float:
@@ -197,7 +189,7 @@ def lexical(conn: Any, tree: str, terms: Sequence[str], limit: int) -> list[tupl
     tokens = _query(terms)
     if not tokens:
         return []
-    docs, n, avgdl = _stats(conn, tokens)
+    docs, n, avgdl = _stats(conn, tree, tokens)
     weights = [idf(n, docs.get(t, 0)) for t in tokens]
     if not n or avgdl <= 0:
         return []
@@ -218,10 +210,11 @@ def lexical_top(conn: Any, tree: str, terms: Sequence[str], limit: int) -> list[
     return lexical(conn, tree, terms, limit)
 
 
-def term_docs(conn: Any, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-    """({query word: entries of every tree holding its token}, entries): what BM25's idf is made of."""
-    one = {t: tokens[0] for t in terms if len(tokens := fts_tokens(t)) == 1}
-    docs, n, _ = _stats(conn, list(one.values()))
+def term_docs(conn: Any, tree: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+    """({query word: entries of `tree` holding its token}, the tree's entries): what BM25's idf is made of."""
+    cut = fts_token_lists(list(terms))
+    one = {t: tokens[0] for t, tokens in zip(terms, cut, strict=True) if len(tokens) == 1}
+    docs, n, _ = _stats(conn, tree, list(one.values()))
     return {t: docs.get(token, 0) for t, token in one.items()}, n
 
 

@@ -213,9 +213,10 @@ def lexical_top(
     return [(ids[r], b) for r, b in got if r in ids][:limit]
 
 
-def term_docs(conn: sqlite3.Connection, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+def term_docs(conn: sqlite3.Connection, tree: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
     """({query term: how many entries of every tree hold it, as FTS5 tokenizes it}, entries): the
-    statistics FTS5's BM25 computes its idf from. A term FTS5 splits or drops is absent."""
+    statistics FTS5's BM25 computes its idf from (the whole table's: `tree` names the tree searched).
+    A term FTS5 splits or drops is absent."""
     create_term_lookup(conn)
     conn.executemany("INSERT INTO temp.kt_query_terms(rowid, term) VALUES (?, ?)", list(enumerate(terms)))
     try:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import knowtree.retrieve.indexsync as indexsync
 import knowtree.retrieve.treeindex as treeindex
 from conftest import CORPUS, count_node_loads, write_corpus
 from knowtree.cli.app import app
@@ -206,8 +207,8 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
         before = _rows(kt, "t")
         TreeIndex(kt.store, "t").vectors(HashEmbedder())
         statements: list[str] = []
-        derived = treeindex.tree_entries
-        monkeypatch.setattr(treeindex, "tree_entries", _not_derived)  # the fingerprint says unchanged
+        derived = indexsync.tree_entries
+        monkeypatch.setattr(indexsync, "tree_entries", _not_derived)  # the fingerprint says unchanged
         kt.store.write(lambda c: c.set_trace_callback(statements.append))
         try:
             kt.build(paths, tree="t")  # same files, same (cached) model answers: same nodes
@@ -218,7 +219,7 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
         assert _index_writes(statements) == []
         assert index.last_sync is None  # no re-sync on read either
         assert _rows(kt, "t") == before
-        monkeypatch.setattr(treeindex, "tree_entries", derived)
+        monkeypatch.setattr(indexsync, "tree_entries", derived)
         # one changed file: entries are derived and written again, only for what changed
         Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
         statements.clear()
@@ -332,12 +333,13 @@ def test_a_memory_update_reuses_the_indexed_messages(tmp_path: Path) -> None:
             {"role": "user", "name": "Ann" if i % 2 else "Bob", "content": f"Message {i} about plan {i % 7}."}
             for i in range(310)
         ]
-        mem.add(talk[:300])
-        first = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
-        assert first.reused == 0 and first.entries
+        mem.add(talk[:300])  # an add syncs its index (and writes its vectors) before it returns
+        first = kt.tree_index("chat").last_sync
+        assert first is not None and first.reused == 0 and first.entries
         mem.add(talk[300:])
-        again = kt.store.write(lambda c: treeindex.sync_entries(c, "chat"))
-        assert again.reused > 0 and again.written < again.entries
+        again = kt.tree_index("chat").last_sync
+        assert again is not None and again.reused > 0 and again.written < again.entries
+        assert kt.store.write(lambda c: treeindex.sync_entries(c, "chat")).unchanged
         assert _index_table(kt, "chat") == _derived_afresh(kt, "chat")
         _fts_consistent(kt)
 
@@ -380,10 +382,12 @@ def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path, m
     conn.executescript(_OLD_LAYOUT)
     # rewound to just before those two; the migrations appended after them are in the file already,
     # so only those two are replayed
-    rewound = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in m)
+    rewound = next(i for i, m in enumerate(MIGRATIONS) if "tree_index_state ADD COLUMN content" in str(m))
     conn.execute(f"PRAGMA user_version = {rewound}")
     conn.close()
-    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: rewound + 2])
+    # and the leaf counts' migration, which rewrites the tree index's table too
+    counts = [m for m in MIGRATIONS if "tree_index ADD COLUMN leaves" in getattr(m, "sqlite", m)]
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: rewound + 2] + counts)
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         assert _index_table(kt, "t") == entries
         _fts_consistent(kt)

@@ -38,6 +38,11 @@ ENV_VARS: dict[str, str] = {
     "KNOWTREE_EMBED_THREADS": "CPU threads of the ONNX embedders (default: onnxruntime's choice)",
     "KNOWTREE_MODEL_SOCKET": "a Unix socket of `knowtree model serve --socket PATH`: processes share one "
     "loaded embedded model instead of loading their own",
+    "KNOWTREE_EXACT_ENTRIES": "from how many entries a tree's index is searched by candidates (its "
+    "inverted index's and vectors' top-k and their ancestors) instead of scoring every entry (default "
+    "1000; 0: always by candidates)",
+    "KNOWTREE_CANDIDATES": "a fixed number of candidates of each kind (lexical, dense) per question on "
+    "that path, for measuring (default: from the budget, max(200, budget/4), 4x for conversations)",
     "OPENAI_API_KEY": "the key of `openai:` models when no `api_key` setting is given",
     "OPENAI_BASE_URL": "the server of `openai:` models when no `base_url` setting is given",
     "ANTHROPIC_API_KEY": "the key of `anthropic:` models when no `api_key` setting is given",

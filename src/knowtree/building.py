@@ -215,6 +215,9 @@ def _construct(
         if on_client:
             on_client(client)
         result = make(client)
+        if isinstance(result, SourcesResult):  # first: the tree's save indexes its entries with these
+            # lines (saved after it, they made the next search derive and embed every entry again)
+            save_doc_infos(kt.store, tree, result.infos)
         kt.store.save_tree(
             tree,
             root_id=result.root_id,
@@ -224,8 +227,6 @@ def _construct(
             settings=settings(),
             kind="document",
         )
-        if isinstance(result, SourcesResult):
-            save_doc_infos(kt.store, tree, result.infos)
     model = kt.model
     return BuildReport(
         tree=tree,

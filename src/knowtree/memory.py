@@ -135,6 +135,8 @@ class Memory:
                 on_client(client)
             if msgs:
                 batches = tree.add(msgs, client, batch_size=batch_size, on_step=save, progress=progress)
+        if msgs:  # the index and its vectors are written with the add, not by the next question
+            self.kt.tree_index(self.name)
         return AddReport(
             memory=self.name,
             added=len(msgs),

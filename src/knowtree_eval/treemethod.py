@@ -264,6 +264,9 @@ class TreeMethod:
             built.overview = overview_text(tree)
             built.overview_tokens = ctx.tokens(built.overview) if built.overview else 0
         for old in self._built.values():  # one corpus at a time: the runner goes corpus by corpus
+            if is_url(ctx.db):  # its tree goes from the database too (only the tree this method saved):
+                # BM25's statistics are the database's, so the corpora searched before would weigh in
+                old.store.delete_tree(old.index.tree)
             old.store.close()
         self._built = {ctx.corpus.id: built}
         return built

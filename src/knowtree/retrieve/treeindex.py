@@ -9,38 +9,36 @@ and summaries are already in the nodes. Incremental: a save whose node rows are 
 (a content fingerprint) derives nothing, and a leaf whose inputs did not change is neither parsed
 nor derived again (`retrieve.indexreuse`).
 
-Vectors are per embedder (`tree_index_vec`, keyed by entry hash): `TreeIndex.vectors()` embeds the
-entries that have no vector for the current hash, so an edit re-embeds only what changed.
-`TreeIndex.search()` returns every entry's lexical and dense score for a question; `treescore`
-turns them into ranked, packed evidence.
+The sync is `retrieve.indexsync`; with the entries it writes each inner entry's leaf count and the
+default embedder's vectors (`retrieve.indexwrite`). The SQL is the store's, per dialect
+(`store.treeindex_tables`). Vectors are per embedder (`tree_index_vec`, keyed by entry hash):
+`TreeIndex.vectors()` embeds the entries of another embedder that have no vector for the current
+hash, so an edit re-embeds only what changed.
+
+Two ways to read an index: `rows` (every entry: the exact path, the navigators) and, for a large
+one, a question's candidates only (`lexical_top`, `dense_top`, `with_ancestors`;
+`retrieve.treesearch.rank_candidates`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from knowtree.errors import StoreError
-from knowtree.retrieve.bm25 import match_expression, query_terms
-from knowtree.retrieve.context import (
-    ENTRY_FORMAT,
-    PIECE_CHARS,
-    Entry,
-    body_hashes,
-    cite_json,
-    row_hash,
-    tree_entries,
+from knowtree.retrieve import vecfile
+from knowtree.retrieve.bm25 import query_terms
+from knowtree.retrieve.indexsync import SyncReport, drop_entries, row_digests, signature, sync_entries
+from knowtree.retrieve.indexwrite import (
+    EMBED_CHARS,
+    WRITE_EMBEDDER,
+    embed_rows,
+    embed_texts,
+    leaf_counts,
 )
-from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.store import dialect, indexrows
-from knowtree.store.rows import NODE_COLUMNS, in_batches
-from knowtree.types import Node, content_hash
+from knowtree.store.treeindex_tables import tables
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,227 +46,15 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
 
 T = TypeVar("T")
-EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 PROBE = 64  # entries embedded to time an embedder before embedding a whole index
 
 
 class IndexStore(Protocol):
     """What the index needs from a store: run a function on its connection, read-only or in a transaction."""
 
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+    def read(self, fn: Callable[[Any], T]) -> T: ...
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-
-@dataclass(slots=True)
-class SyncReport:
-    entries: int = 0
-    written: int = 0  # entries added or whose text changed (indexed again)
-    removed: int = 0
-    moved: int = 0  # same text under a new parent or position: row updated, not re-indexed
-    unchanged: bool = False  # the nodes were those last indexed: no entry derived, none written
-    reused: int = 0  # entries of leaves whose inputs did not change: neither derived nor written
-
-
-def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
-    """A line per document of a collection (its metadata and description), by node id and by path."""
-    try:
-        rows = conn.execute(
-            "SELECT path, node_id, description, meta_json FROM doc_info WHERE tree = ?", (tree,)
-        ).fetchall()
-    except dialect.OperationalError:  # a database before the collections migration
-        return {}
-    out: dict[str, str] = {}
-    for path, node_id, description, meta_json in rows:
-        meta = json.loads(meta_json or "{}")
-        line = " ".join(
-            [*(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")), description or ""]
-        ).strip()
-        if line:
-            out[node_id] = line
-            out[path] = line
-    return out
-
-
-def signature(
-    conn: sqlite3.Connection, tree: str, count: int | None = None, docs: dict[str, str] | None = None
-) -> str | None:
-    """What the index of `tree` was built from: root, last update, node count, document metadata
-    (`count` and `docs`: already read by the caller)."""
-    row = conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
-    if row is None:
-        return None
-    if count is None:
-        count = conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0]
-    lines = json.dumps(sorted((_doc_context(conn, tree) if docs is None else docs).items()))
-    return content_hash("index", str(row[0]), str(row[1]), str(count), lines, str(PIECE_CHARS))
-
-
-def _saved(nodes: Sequence[Node] | None, digests: dict[str, str]) -> dict[str, Node] | None:
-    """The saved nodes by id when they are the tree's rows (same ids), else None (the rows are parsed)."""
-    if nodes is None or len(nodes) != len(digests):
-        return None
-    by_id = {n.id: n for n in nodes}
-    return by_id if by_id.keys() == digests.keys() else None
-
-
-def row_digests(rows: Sequence[tuple]) -> dict[str, str]:
-    """A hash of each node row (`SELECT {NODE_COLUMNS}`), by node id."""
-    return {r[0]: hashlib.sha256("\x1f".join(map(str, r)).encode()).hexdigest() for r in rows}
-
-
-def _fingerprint(digests: dict[str, str], root: str | None, docs: dict[str, str]) -> str:
-    """Everything the entries are derived from: the node rows, the root, the document lines and the
-    derivation's settings. Equal fingerprints derive equal entries."""
-    h = hashlib.sha256()
-    for part in (ENTRY_FORMAT, str(PIECE_CHARS), root or "", json.dumps(sorted(docs.items()))):
-        h.update(part.encode())
-        h.update(b"\x00")
-    for node_id in sorted(digests):
-        h.update(f"{node_id}:{digests[node_id]}\x1e".encode())
-    return h.hexdigest()
-
-
-def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | None = None) -> SyncReport:
-    """Bring `tree`'s index up to date with its nodes, rewriting only changed entries.
-
-    Runs on the caller's connection and transaction (the store's save), so a tree and its index
-    are saved together or not at all. When the node rows are those last indexed (a rebuild that
-    changed nothing) no entry is derived and none is written: only the state row's signature
-    follows the tree's `updated` time. `nodes`: the tree's nodes as just saved (the store's save
-    hook hands them over), used instead of parsing the rows again.
-    """
-    rows = conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
-    found = conn.execute("SELECT root_id FROM trees WHERE name = ?", (tree,)).fetchone()
-    root = found[0] if found else None
-    docs = _doc_context(conn, tree)
-    digests = row_digests(rows)
-    content = _fingerprint(digests, root, docs)
-    sig = signature(conn, tree, len(rows), docs)
-    state = conn.execute(
-        "SELECT signature, entries, content FROM tree_index_state WHERE tree = ?", (tree,)
-    ).fetchone()
-    if sig is not None and state is not None and state[2] == content:
-        if state[0] != sig:
-            conn.execute("UPDATE tree_index_state SET signature = ? WHERE tree = ?", (sig, tree))
-        return SyncReport(entries=state[1], unchanged=True)
-    existing = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            "SELECT id, hash, rid, body_hash, node, src, leaf, parent, ord FROM tree_index WHERE tree = ?",
-            (tree,),
-        ).fetchall()
-    }
-    leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
-    entries: list[Entry] = []
-    if root is not None and root in leaves.nodes:
-        entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
-    hashes = {}
-    for e, body in zip(entries, body_hashes(entries), strict=True):
-        hashes[e.id] = (body, e.row_hash(body))
-    stale = [
-        e
-        for e in entries
-        if e.id not in existing or existing[e.id][0] != hashes[e.id][1] or existing[e.id][4] != e.source
-    ]
-    # same text, new place (an ancestor's id changed): the row is updated, its FTS row and vectors stay
-    moved = [e for e in stale if e.id in existing and existing[e.id][2] == hashes[e.id][0]]
-    changed = [e for e in stale if not (e.id in existing and existing[e.id][2] == hashes[e.id][0])]
-    wanted = {e.id for e in entries} | leaves.kept
-    removed = [i for i in existing if i not in wanted]
-    gone = [*removed, *(e.id for e in changed if e.id in existing)]
-    _delete_rows(conn, [existing[i][1] for i in gone])
-    # kept leaves under a new parent id: the entries naming it are re-pointed, their text untouched
-    conn.executemany(
-        "UPDATE tree_index SET parent = ?, hash = ? WHERE rid = ?",
-        [
-            (
-                parent or None,
-                row_hash(parent or None, existing[i][2], existing[i][7], bool(existing[i][5])),
-                existing[i][1],
-            )
-            for i, parent in leaves.moves
-        ],
-    )
-    conn.executemany(
-        "UPDATE tree_index SET node = ?, parent = ?, leaf = ?, ord = ?, hash = ?, cite_json = ?, src = ?"
-        " WHERE rid = ?",
-        [
-            (
-                e.node,
-                e.parent,
-                int(e.leaf),
-                e.order,
-                hashes[e.id][1],
-                cite_json(e.cite),
-                e.source,
-                existing[e.id][1],
-            )
-            for e in moved
-        ],
-    )
-    last = conn.execute("SELECT COALESCE(MAX(rid), 0) FROM tree_index").fetchone()[0]  # new rows come after
-    conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                tree,
-                e.id,
-                e.node,
-                e.parent,
-                int(e.leaf),
-                e.order,
-                hashes[e.id][1],
-                hashes[e.id][0],
-                e.text,
-                e.context,
-                cite_json(e.cite),
-                e.source,
-            )
-            for e in changed
-        ],
-    )
-    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
-        indexrows.index_new_rows(conn, last)
-    # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
-    # `TreeIndex.vectors` reuses it by text, then drops it
-    texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
-    dropped = [(tree, i) for i in removed if existing[i][2] not in texts]
-    conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", dropped)
-    if sig is None:
-        conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
-    else:
-        conn.execute(
-            indexrows.PUT_STATE,
-            (
-                tree,
-                sig,
-                len(entries) + len(leaves.kept),
-                datetime.now(UTC).isoformat(timespec="seconds"),
-                content,
-            ),
-        )
-    return SyncReport(
-        entries=len(entries) + len(leaves.kept),
-        written=len(changed),
-        removed=len(removed),
-        moved=len(moved) + len(leaves.moves),
-        reused=len(leaves.kept),
-    )
-
-
-def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
-    """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
-    for part, marks in in_batches(rids, chunk):
-        indexrows.delete_rows(conn, part, marks)
-
-
-def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
-    """Forget a tree's index (its tree is gone)."""
-    indexrows.drop_fts(conn, tree)
-    for table in ("tree_index", "tree_index_vec", "tree_index_state"):
-        conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
+    def write(self, fn: Callable[[Any], T]) -> T: ...
 
 
 @dataclass(slots=True)
@@ -282,74 +68,189 @@ class IndexRow:
     context: str
     hash: str  # of the text indexed and embedded (context + text)
     cite: dict[str, Any] = field(default_factory=dict)
+    leaves: int = 0  # an inner entry's number of leaf entries below it
+
+    @classmethod
+    def of(cls, r: Sequence[Any]) -> IndexRow:
+        """From a row of `sql.ENTRY_COLUMNS`."""
+        return cls(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]), int(r[9]))
+
+
+COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
+COMMON_TERM_MIN = 5000
+FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving process's bound: ~50 MB)
 
 
 class TreeIndex:
     """The index of one tree in a store, synced when the tree changed: `index.lexical(question)` (BM25),
-    `index.dense(question, embedder)`; `retrieve.treesearch.search_index` ranks and packs from it."""
+    `index.dense(question, embedder)`; `retrieve.treesearch.search_index` ranks and packs from it.
+
+    Two ways to read it: `rows` (every entry, read once: the exact path and the navigators) and
+    `fetch(ids)` / `dense_top` (only a question's candidates and their ancestors: large trees)."""
 
     def __init__(self, store: IndexStore, tree: str) -> None:
         self.store = store
         self.tree = tree
+        self.sql = tables(store)  # the index's SQL in the store's dialect
         self.last_sync: SyncReport | None = None
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
+        self._matrix: tuple[str, list[str], dict[str, int], np.ndarray] | None = None
+        self._fetched: dict[str, IndexRow] = {}
         self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
         self.content: str | None = None  # what the entries come from; the rows, read later, are never older
+        self.entries = 0  # how many entries the index has
         self.ensure()
 
-    def _state(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
-        """(whether the index is behind its tree, the fingerprint of what its entries come from)."""
-        row = conn.execute("SELECT signature, content FROM tree_index_state WHERE tree = ?", (self.tree,)).fetchone()
-        return row is None or row[0] != signature(conn, self.tree), None if row is None else row[1]
+    def _state(self, conn: Any) -> tuple[bool, str | None, int]:
+        """(whether the index is behind its tree, the fingerprint of what its entries come from, entries)."""
+        row = self.sql.read_state(conn, self.tree)
+        behind = row is None or row[0] != signature(conn, self.tree)
+        return behind, None if row is None else row[2], 0 if row is None else int(row[1])
 
     def ensure(self) -> bool:
         """Re-sync when the tree changed since it was indexed (or was saved before the index existed),
         and forget what this object read when the entries changed since; True when it re-synced."""
-        behind, content = self.store.read(self._state)
+        behind, content, entries = self.store.read(self._state)
         if behind:
             self.last_sync = self.store.write(lambda c: sync_entries(c, self.tree))
-            content = self.store.read(self._state)[1]
+            _, content, entries = self.store.read(self._state)
         if behind or content != self.content:
             self._rows = None
             self._vectors = None
+            self._matrix = None
+            self._fetched = {}
             self.memo = {}
             self.content = content
+        self.entries = entries
         return behind
 
     def current(self) -> bool:
         """Whether the index is in step with the tree, no entry changed since this object was made."""
-        behind, content = self.store.read(self._state)
+        behind, content, _ = self.store.read(self._state)
         return not behind and content is not None and content == self.content
 
     @property
     def rows(self) -> list[IndexRow]:
         if self._rows is None:
-            rows = self.store.read(
-                lambda c: c.execute(
-                    "SELECT id, node, parent, leaf, ord, text, context, body_hash, cite_json FROM tree_index"
-                    " WHERE tree = ? ORDER BY leaf DESC, ord, rid",
-                    (self.tree,),
-                ).fetchall()
-            )
             self._rows = [
-                IndexRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8])) for r in rows
+                IndexRow.of(r) for r in self.store.read(lambda c: self.sql.entry_rows(c, self.tree))
             ]
         return self._rows
 
+    def fetch(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        """The entries named (those that exist), read by id: a question reads its candidates only."""
+        if self._rows is not None and not self._fetched:
+            self._fetched = {r.id: r for r in self._rows}
+        want = [i for i in dict.fromkeys(ids) if i not in self._fetched]
+        if want:
+            if len(self._fetched) + len(want) > FETCHED_MAX:
+                self._fetched = {}
+            for r in self.store.read(lambda c: self.sql.rows_by_id(c, self.tree, want)):
+                row = IndexRow.of(r)
+                self._fetched[row.id] = row
+        return {i: self._fetched[i] for i in ids if i in self._fetched}
+
+    def with_ancestors(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        """The entries named and every entry above them (one read per level)."""
+        out = self.fetch(ids)
+        level = list(out.values())
+        while level:
+            parents = [r.parent for r in level if r.parent is not None and r.parent not in out]
+            got = self.fetch(parents)
+            out.update(got)
+            level = list(got.values())
+        return out
+
     def lexical(self, question: str, limit: int = 5000) -> dict[str, float]:
-        """BM25 (higher is better) of every entry sharing a content word with the question."""
+        """BM25 (higher is better) of the `limit` best entries sharing a content word with the question."""
         terms = query_terms(question)
         if not terms:
             return {}
-        sql, match = indexrows.lexical_query(getattr(self.store, "dialect", "sqlite"), terms, match_expression(terms))
-        if not match:
-            return {}
-        try:
-            rows = self.store.read(lambda c: c.execute(sql, (match, self.tree, limit)).fetchall())
-        except dialect.OperationalError as exc:  # every term is quoted: should not happen
-            raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
+        rows = self.store.read(lambda c: self.sql.lexical(c, self.tree, terms, limit))
         return {str(r[0]): -float(r[1]) for r in rows}
+
+    def lexical_top(self, question: str, limit: int) -> dict[str, float]:
+        """`lexical`'s `limit` best entries, read the fast way for a large index: a term held by at
+        least half of the entries is left out of the query (FTS5's BM25 gives it the floor idf,
+        1e-6: it moves no score by more than that, while ranking every entry holding it was most of
+        the time), and the tree filter applies after ranking (`store.treeindex_sqlite.lexical_top`).
+
+        Not exact: when the question has a word held by at most `COMMON_TERM_DOCS` of the entries,
+        a word held by more than that share and more than `COMMON_TERM_MIN` entries is left out too
+        (ranking the entries that hold it is what a large index's lexical search costs: at 10^5
+        entries, two words in a fifth of them took 130-200 ms of 140-280; their idf is low, ~1.6)."""
+        terms = query_terms(question)
+        if not terms:
+            return {}
+
+        def run(c: Any) -> list[tuple[str, float]]:
+            docs, total = self.sql.term_docs(c, self.tree, terms)
+            keep = [t for t in terms if not (t in docs and 2 * docs[t] >= total)] or terms
+            common = COMMON_TERM_DOCS
+            if any(docs.get(t, 0) <= common * total for t in keep):  # a rare word carries the question
+                keep = [t for t in keep if not (docs.get(t, 0) > max(COMMON_TERM_MIN, common * total))]
+            return self.sql.lexical_top(c, self.tree, keep, limit)
+
+        return {str(i): -float(b) for i, b in self.store.read(run)}
+
+    def matrix(self, embedder: Embedder) -> tuple[list[str], dict[str, int], np.ndarray]:
+        """(ids, position by id, vectors) of every entry by `embedder`, read once per index object;
+        entries without a vector of their current text are embedded first (the lazy path: an
+        embedder other than the one whose vectors are written with the entries)."""
+        import numpy as np
+
+        if self._matrix is not None and self._matrix[0] == embedder.id:
+            return self._matrix[1], self._matrix[2], self._matrix[3]
+        db = self._vector_file()
+        cached = vecfile.load(db, self.tree, embedder.id, self.content or "", embedder.dim) if db else None
+        if cached is not None and len(cached[0]) == self.entries:
+            ids, mat = cached
+        else:
+            got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
+            if len(got) != self.entries:
+                self.vectors(embedder)  # embeds and stores what is missing
+                self._vectors = None
+                got = self.store.read(lambda c: self.sql.current_vectors(c, self.tree, embedder.id))
+            ids = [r[0] for r in got]
+            mat = (
+                np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32).reshape(len(got), embedder.dim)
+                if got
+                else np.zeros((0, embedder.dim), dtype=np.float32)
+            )
+            if db and len(ids) == self.entries and self.current():  # the rows read are this content's
+                vecfile.save(db, self.tree, embedder.id, self.content or "", ids, mat)
+        self._matrix = (embedder.id, ids, {i: n for n, i in enumerate(ids)}, mat)
+        return ids, self._matrix[2], mat
+
+    def _vector_file(self) -> str | None:
+        """The SQLite file the vectors' cache file goes beside (None: a database in memory, or not a file)."""
+        path = getattr(self.store, "path", "")
+        if getattr(self.store, "dialect", "sqlite") != "sqlite" or not path or path == ":memory:":
+            return None
+        return str(path)
+
+    def dense_top(
+        self, question: str, embedder: Embedder, k: int
+    ) -> tuple[dict[str, float], Callable[[str], float | None], float]:
+        """The `k` entries most similar to `question` (cosine), a lookup of any entry's cosine, and
+        the median cosine over all entries (exact: every vector is scored, one matrix product)."""
+        import numpy as np
+
+        ids, pos, mat = self.matrix(embedder)
+        if not ids:
+            return {}, lambda _i: None, 0.0
+        scores = mat @ embedder.embed([question])[0]
+        n = len(scores)
+        mid = float(np.partition(scores, n // 2)[n // 2])
+        k = min(k, n)
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+
+        def cosine(i: str) -> float | None:
+            p = pos.get(i)
+            return None if p is None else float(scores[p])
+
+        return {ids[p]: float(scores[p]) for p in top}, cosine, mid
 
     def vectors(
         self, embedder: Embedder, *, max_seconds: float | None = None
@@ -364,12 +265,7 @@ class TreeIndex:
         rows = self.rows
         if self._vectors is not None and self._vectors[0] == embedder.id:
             return [r.id for r in rows], self._vectors[1]
-        stored = self.store.read(
-            lambda c: c.execute(
-                "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                (self.tree, embedder.id),
-            ).fetchall()
-        )
+        stored = self.store.read(lambda c: self.sql.vectors(c, self.tree, embedder.id))
         have: dict[str, tuple[str, bytes]] = {r[0]: (r[1], r[2]) for r in stored}
         by_text = {h: vec for h, vec in have.values()}  # the same text is never embedded twice
         reused = []
@@ -390,19 +286,18 @@ class TreeIndex:
         if missing or reused or orphans:
             fresh = embed_rows(embedder, missing)
 
-            def save(c: sqlite3.Connection) -> None:
-                c.executemany(
-                    indexrows.PUT_VECTORS,
+            def save(c: Any) -> None:
+                self.sql.put_vectors(
+                    c,
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
                     ]
                     + [(self.tree, r.id, embedder.id, r.hash, have[r.id][1]) for r in reused],
                 )
-                c.execute(  # vectors kept only for reuse by text: their entries are gone
-                    "DELETE FROM tree_index_vec WHERE tree = ? AND id NOT IN (SELECT id FROM tree_index WHERE tree = ?)",
-                    (self.tree, self.tree),
-                )
+                self.sql.drop_orphan_vectors(
+                    c, self.tree
+                )  # kept only for reuse by text: their entries are gone
 
             self.store.write(save)
             for r, v in zip(missing, fresh, strict=True):
@@ -419,8 +314,8 @@ class TreeIndex:
 
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
         self.store.write(
-            lambda c: c.executemany(
-                indexrows.PUT_VECTORS,
+            lambda c: self.sql.put_vectors(
+                c,
                 [
                     (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                     for r, v in zip(rows, vecs, strict=True)
@@ -449,12 +344,7 @@ class TreeIndex:
         rows = [r for r in self.rows if r.id in wanted]
         stored = {
             i: (h, v)
-            for i, h, v in self.store.read(
-                lambda c: c.execute(
-                    "SELECT id, hash, vec FROM tree_index_vec WHERE tree = ? AND embedder = ?",
-                    (self.tree, embedder.id),
-                ).fetchall()
-            )
+            for i, h, v in self.store.read(lambda c: self.sql.vectors(c, self.tree, embedder.id))
             if i in wanted
         }
         missing = [r for r in rows if r.id not in stored or stored[r.id][0] != r.hash]
@@ -470,11 +360,18 @@ class TreeIndex:
         return out
 
 
-def embed_rows(embedder: Embedder, rows: Sequence[IndexRow], batch: int = 256) -> np.ndarray:
-    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
-    import numpy as np
-
-    texts = [(f"{r.context}\n{r.text}" if r.context else r.text)[:EMBED_CHARS] for r in rows]
-    parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
-    return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
-
+__all__ = [
+    "EMBED_CHARS",
+    "WRITE_EMBEDDER",
+    "IndexRow",
+    "IndexStore",
+    "SyncReport",
+    "TreeIndex",
+    "drop_entries",
+    "embed_rows",
+    "embed_texts",
+    "leaf_counts",
+    "row_digests",
+    "signature",
+    "sync_entries",
+]

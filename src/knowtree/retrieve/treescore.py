@@ -49,6 +49,9 @@ class TreeShape:
     parent: dict[str, str | None]
     leaves: list[str]  # in document order
     order: dict[str, int] = field(default_factory=dict)
+    #: each inner node's number of leaves below it, where `leaves` are only some of them (a question's
+    #: candidates): the roll-up's N. Empty: counted from `leaves`, which are then all of them
+    counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.order:
@@ -71,18 +74,24 @@ def normalize_lexical(scores: Mapping[str, float]) -> dict[str, float]:
     return {k: max(s, 0.0) / best for k, s in scores.items()}
 
 
-def normalize_dense(scores: Mapping[str, float], anchor: str = "median") -> dict[str, float]:
+def normalize_dense(
+    scores: Mapping[str, float], anchor: str = "median", mid: float | None = None
+) -> dict[str, float]:
     """Cosines rescaled per question: the median entry maps to 0, the best to 1, below median to 0.
 
     Raw cosines of different questions live on different scales (a short question against short
     turns, a long one against pages); anchoring on the median makes the signal comparable with the
     normalised BM25 it is mixed with. `anchor="minmax"`: the lowest entry maps to 0 instead (every
-    entry keeps a dense score).
+    entry keeps a dense score). `mid`: the median over all entries, when `scores` holds only some
+    of them (a question's candidates; the best entry must be among them).
     """
     if not scores:
         return {}
     values = sorted(scores.values())
-    mid = values[0] if anchor == "minmax" else values[len(values) // 2]
+    if anchor == "minmax":
+        mid = values[0]
+    elif mid is None:
+        mid = values[len(values) // 2]
     top = values[-1]
     span = top - mid
     if span <= 1e-9:
@@ -96,10 +105,12 @@ def own_scores(
     ids: Sequence[str],
     lexical_weight: float,
     dense_norm: str = "median",
+    dense_mid: float | None = None,
 ) -> dict[str, float]:
-    """The convex mix of the two normalised signals for every id (missing signals count 0)."""
+    """The convex mix of the two normalised signals for every id (missing signals count 0);
+    `dense_mid`: the median cosine over all entries when `ids` are only some (`normalize_dense`)."""
     lex = normalize_lexical(lexical)
-    den = normalize_dense({i: dense[i] for i in ids if i in dense}, dense_norm)
+    den = normalize_dense({i: dense[i] for i in ids if i in dense}, dense_norm, dense_mid)
     w = lexical_weight if den else 1.0
     if not lex:
         w = 0.0 if den else w
@@ -115,6 +126,7 @@ def rollup(shape: TreeShape, own: Mapping[str, float]) -> dict[str, float]:
         for a in shape.ancestors(leaf):
             total[a] = total.get(a, 0.0) + s
             count[a] = count.get(a, 0) + 1
+    count = {a: shape.counts.get(a, n) for a, n in count.items()} if shape.counts else count
     return {a: total[a] / math.sqrt(count[a] + 1) for a in total}
 
 

@@ -11,7 +11,8 @@ ancestors (`treescore`), and keeps the per-node prior for navigators that want t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,7 +33,7 @@ from knowtree.types import Citation
 
 if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
-    from knowtree.retrieve.treeindex import TreeIndex
+    from knowtree.retrieve.treeindex import IndexRow, TreeIndex
 
 # measured on the dev sets with the default embedder (benchmarks/RESULTS.md, "Tree as an index"):
 # a conversation's turns lean on their session and neighbourhood (path smoothing: +0.07 any-evidence
@@ -42,6 +43,19 @@ DOCUMENT_PARAMS = ScoreParams(lexical_weight=0.9, parent_weight=0.0, decay=0.5, 
 CONVERSATION_PARAMS = ScoreParams(lexical_weight=0.8, parent_weight=0.8, decay=0.7)
 DENSE_SECONDS = 120.0  # embed a whole index only when it takes at most this long (measured on 64)
 DENSE_CANDIDATES = 48  # otherwise score this many lexical candidates (and their ancestors) densely
+#: an index of at least this many entries is searched by candidates (`rank_candidates`): the top of
+#: its inverted index and of its vectors, and their ancestors, read by id; a smaller one is read
+#: whole and every entry scored (`rank_tree`). KNOWTREE_EXACT_ENTRIES overrides it (0: always candidates).
+#: Measured (benchmarks/RESULTS.md, E9; a loaded 2-core machine): a warm question on 2,305 entries took
+#: 129 ms exact and 55 ms by candidates, on 11,500 entries 167 ms and 18 ms
+EXACT_ENTRIES = 1_000
+CANDIDATES_MIN = 200  # candidates of each kind (lexical, dense) at the least, whatever the budget
+CANDIDATES_PER_TOKEN = 0.25  # and this many per token of the budget (a piece is ~100 tokens)
+CANDIDATES_MAX = 2000
+#: a tree whose leaves borrow from their ancestors (`parent_weight` > 0: conversations) reads this many
+#: times more: a leaf no signal found can rank by its session's prior alone (LoCoMo, every tree searched
+#: by candidates: hit@1024 0.857 with 256 candidates of each kind, 0.874 = the exact path's with 1,000)
+BORROWING_FACTOR = 4
 
 
 def default_params(kind: str) -> ScoreParams:
@@ -107,6 +121,65 @@ def rank_tree(
     return Ranking(ranked, scores, priors(shape, own, params), own)
 
 
+def exact_entries() -> int:
+    """The size from which an index is searched by candidates (`EXACT_ENTRIES`, or the environment's)."""
+    raw = os.environ.get("KNOWTREE_EXACT_ENTRIES", "").strip()
+    return int(raw) if raw.isdigit() else EXACT_ENTRIES
+
+
+def candidate_count(budget_tokens: int) -> int:
+    """How many candidates of each kind a question reads for a budget."""
+    raw = os.environ.get("KNOWTREE_CANDIDATES", "").strip()  # a fixed count, for measuring
+    if raw.isdigit():
+        return int(raw)
+    return max(CANDIDATES_MIN, min(CANDIDATES_MAX, int(budget_tokens * CANDIDATES_PER_TOKEN)))
+
+
+def rank_candidates(
+    index: TreeIndex,
+    question: str,
+    *,
+    k: int,
+    embedder: Embedder | None = None,
+    params: ScoreParams | None = None,
+) -> tuple[Ranking, dict[str, IndexRow]]:
+    """`rank_tree` over a question's candidates only: the `k` best entries by BM25 (the inverted
+    index's own top-k) and the `k` nearest by cosine, and every ancestor of them, read by id.
+
+    Own scores are those of the exact path: BM25 is divided by the best (the first candidate) and
+    cosines are anchored on the median over every entry (one product over all vectors gives it);
+    the roll-up divides by each ancestor's stored number of leaves. What differs: entries outside
+    the candidates count 0 (in the roll-up and the inner entries' priors). Returns the ranking and
+    the rows read (for packing)."""
+    params = params or DOCUMENT_PARAMS
+    lexical = index.lexical_top(question, k)
+    near: dict[str, float] = {}
+    cosine: Callable[[str], float | None] = lambda _i: None  # noqa: E731
+    mid = None
+    if embedder is not None:
+        near, cosine, mid = index.dense_top(question, embedder, k)
+    rows = index.with_ancestors([*lexical, *near])
+    dense = {i: c for i in rows if (c := cosine(i)) is not None}
+    shape = view_shape(rows)
+    own = own_scores(lexical, dense, list(rows), params.lexical_weight, params.dense_norm, mid)
+    scores = leaf_scores(shape, own, params)
+    group = {i: r.node for i, r in rows.items() if r.leaf} if params.repeat_decay < 1.0 else None
+    ranked = rank(scores, shape, group=group, repeat_decay=params.repeat_decay)
+    return Ranking(ranked, scores, priors(shape, own, params), own), rows
+
+
+def view_shape(rows: Mapping[str, IndexRow]) -> TreeShape:
+    """The part of a tree's shape some entries and all their ancestors give (leaves by document order,
+    inner entries with their stored leaf counts)."""
+    leaves = sorted((r for r in rows.values() if r.leaf), key=lambda r: r.order)
+    return TreeShape(
+        parent={i: r.parent for i, r in rows.items()},
+        leaves=[r.id for r in leaves],
+        order={r.id: r.order for r in leaves},
+        counts={i: r.leaves for i, r in rows.items() if not r.leaf},
+    )
+
+
 def fuse(rankings: Sequence[Ranking]) -> Ranking:
     """Several queries' rankings of one index as one, by turns: every ranking's first piece (the
     first ranking's before the second's), then every ranking's second, and so on, each piece where
@@ -134,11 +207,17 @@ def fuse(rankings: Sequence[Ranking]) -> Ranking:
 
 
 def pack_evidence(
-    index: TreeIndex, ranking: Ranking, budget_tokens: int, *, shape: TreeShape | None = None
+    index: TreeIndex,
+    ranking: Ranking,
+    budget_tokens: int,
+    *,
+    shape: TreeShape | None = None,
+    rows: Mapping[str, IndexRow] | None = None,
 ) -> list[Evidence]:
-    """The best pieces that fit `budget_tokens`, neighbours merged, in document order, with citations."""
+    """The best pieces that fit `budget_tokens`, neighbours merged, in document order, with citations.
+    `rows`: the entries the ranking was made from and their ancestors (default: every entry)."""
     shape = shape or shape_of(index)
-    rows = {r.id: r for r in index.rows}
+    rows = rows if rows is not None else {r.id: r for r in index.rows}
     tokens = {r.id: max(1, (len(r.text) + 3) // 4) for r in rows.values() if r.leaf}
     groups = []
     for g in pack(ranking.pieces, tokens, budget_tokens, shape, ranking.scores):
@@ -215,11 +294,15 @@ class Found:
     ranking: Ranking
     evidence: list[Evidence]
     reranked: Reranked | None = None
+    rows: Mapping[str, IndexRow] | None = None  # the entries read, where not every entry was
 
     def texts(self) -> dict[str, str]:
         """Each packed piece's index text (to place the pieces of a long message within it)."""
-        wanted = {p for ev in self.evidence for p in ev.pieces}
-        return {r.id: r.text for r in self.index.rows if r.id in wanted}
+        wanted = [p for ev in self.evidence for p in ev.pieces]
+        if self.rows is not None:
+            return {p: self.rows[p].text for p in wanted if p in self.rows}
+        keep = set(wanted)
+        return {r.id: r.text for r in self.index.rows if r.id in keep}
 
 
 def search_index(
@@ -242,20 +325,36 @@ def search_index(
     the budget. `shape`: the index's `shape_of`, when the caller searches it more than once.
     `also`: more queries, each ranked too and the rankings taken by turns (`fuse`); by default
     (`choices`) a multiple-choice question's are the question with each of its options
-    (`choices.choice_queries`), so every option's best evidence is read."""
-    shape = shape or shape_of(index)
+    (`choices.choice_queries`), so every option's best evidence is read.
+
+    An index of `exact_entries()` entries or more is searched by candidates (`rank_candidates`:
+    it is never read whole) unless a re-ranking step is given (the navigators read every entry);
+    `shape` is then the part of the tree the candidates gave."""
     model = resolve_embedder(embedder)
     params = params or default_params(kind)
     queries = [question, *(also or (choice_queries(question) if choices else ()))]
-    ranking = fuse([rank_tree(index, q, embedder=model, params=params, shape=shape) for q in queries])
+    rows: dict[str, IndexRow] | None = None
+    if rerank is None and index.entries >= exact_entries():
+        rows = {}
+        rankings = []
+        for q in queries:
+            k = candidate_count(budget_tokens) * (BORROWING_FACTOR if params.parent_weight > 0 else 1)
+            got, read = rank_candidates(index, q, k=k, embedder=model, params=params)
+            rankings.append(got)
+            rows.update(read)
+        ranking = fuse(rankings)
+        shape = view_shape(rows)
+    else:
+        shape = shape or shape_of(index)
+        ranking = fuse([rank_tree(index, q, embedder=model, params=params, shape=shape) for q in queries])
     if scope is not None:
         keep = set(scope)
         ranking.pieces = [p for p in ranking.pieces if not keep.isdisjoint(shape.ancestors(p))]
     reranked = rerank(index, ranking, shape) if rerank is not None else None
     if reranked is not None:
         ranking = reranked.ranking
-    evidence = pack_evidence(index, ranking, budget_tokens, shape=shape)
-    return Found(index=index, shape=shape, ranking=ranking, evidence=evidence, reranked=reranked)
+    evidence = pack_evidence(index, ranking, budget_tokens, shape=shape, rows=rows)
+    return Found(index=index, shape=shape, ranking=ranking, evidence=evidence, reranked=reranked, rows=rows)
 
 
 def _join(texts: Iterable[str]) -> str:

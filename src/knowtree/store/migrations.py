@@ -378,6 +378,47 @@ MIGRATIONS: list[str | Step] = [
     ALTER TABLE messages ADD COLUMN add_key TEXT;
     CREATE UNIQUE INDEX messages_add_key ON messages(tree, add_key) WHERE add_key IS NOT NULL;
     """,
+    # branch scaleidx: how many leaf entries lie below each inner entry of the tree index (`leaves`),
+    # so a question's roll-up reads only its candidates' ancestors (retrieve/treesearch.py); every
+    # index is marked behind so its next sync writes the counts and the default embedder's vectors.
+    # PostgreSQL: the index's BM25 as FTS5 computes it, from postings (`tree_index_terms`: a term's
+    # count in an entry, the entry's length in tokens), per-tree document frequencies and sizes; the
+    # vectors as pgvector values too (`emb`). Its index rows, derived data, are derived again.
+    Step(
+        sqlite="""
+    ALTER TABLE tree_index ADD COLUMN leaves INTEGER NOT NULL DEFAULT 0;
+    UPDATE tree_index_state SET signature = '', content = '';
+    """,
+        postgresql="""
+    DELETE FROM tree_index_vec;
+    DELETE FROM tree_index;
+    DELETE FROM tree_index_state;
+    ALTER TABLE tree_index ADD COLUMN leaves INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tree_index ADD COLUMN toklen INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE tree_index_terms (
+        tree TEXT NOT NULL,
+        term TEXT NOT NULL,
+        rid BIGINT NOT NULL,
+        tf INTEGER NOT NULL,
+        len INTEGER NOT NULL,
+        PRIMARY KEY (tree, term, rid)
+    );
+    CREATE INDEX tree_index_terms_rid ON tree_index_terms(rid);
+    CREATE TABLE tree_index_df (
+        tree TEXT NOT NULL,
+        term TEXT NOT NULL,
+        docs INTEGER NOT NULL,
+        PRIMARY KEY (tree, term)
+    );
+    CREATE INDEX tree_index_df_term ON tree_index_df(term);
+    CREATE TABLE tree_index_stats (
+        tree TEXT PRIMARY KEY,
+        entries BIGINT NOT NULL,
+        tokens BIGINT NOT NULL
+    );
+    ALTER TABLE tree_index_vec ADD COLUMN emb vector;
+    """,
+    ),
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

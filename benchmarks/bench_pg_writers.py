@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,7 @@ def builder(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
             }) + "\n")  # fmt: skip
             out.flush()
             round_ += 1
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def chatter(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
@@ -134,6 +136,7 @@ def run(url: str, seconds: float, builders: int, chatters: int) -> dict[str, Any
     codes = [p.wait() for p in procs]
     wall = time.monotonic() - started
     records = [json.loads(line) for f in sorted(logs.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    shutil.rmtree(logs, ignore_errors=True)
     errors = [r["error"] for r in records if not r["ok"]]
     report = {
         "seconds": seconds,

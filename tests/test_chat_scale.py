@@ -7,6 +7,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from knowtree.core import KnowTree
 from knowtree.store.migrations import MIGRATIONS
 from knowtree.store.sqlite import SQLiteStore
@@ -70,6 +72,7 @@ def sqlite_work(kt: KnowTree, messages: list[dict[str, Any]]) -> int:
     return steps
 
 
+@pytest.mark.sqlite_only
 def test_adding_messages_costs_the_same_in_a_database_full_of_other_trees(tmp_path: Path) -> None:
     messages = chat(80)
     with KnowTree(tmp_path / "empty.db", model=KeywordModel()) as kt:
@@ -81,6 +84,7 @@ def test_adding_messages_costs_the_same_in_a_database_full_of_other_trees(tmp_pa
     assert crowded <= 1.5 * alone + 50, (alone, crowded)
 
 
+@pytest.mark.sqlite_only
 def test_full_text_rows_follow_their_nodes_by_key(tmp_path: Path) -> None:
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:
         other_tree(kt.store, "docs", 20)

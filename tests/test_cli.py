@@ -303,6 +303,7 @@ def test_missing_tree_in_a_new_database(cli: CliRunner) -> None:
     assert not Path("fresh.db").exists()  # reading never creates a database
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_database_is_one_line(cli: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "bad.db").write_bytes(b"not a database at all\n" * 100)
     result = cli.invoke(app, ["trees", "--db", "bad.db"])

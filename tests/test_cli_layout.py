@@ -154,6 +154,7 @@ def one_error_line(result, *needles: str) -> str:
     return lines[0]
 
 
+@pytest.mark.sqlite_only
 def test_the_cli_still_names_the_command_to_run() -> None:
     cli = CliRunner()
     one_error_line(

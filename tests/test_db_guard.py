@@ -45,6 +45,7 @@ def build(cli: CliRunner, db: str = "kb.db", *extra: str) -> None:
     assert result.exit_code == 0, (result.stdout, result.stderr)
 
 
+@pytest.mark.sqlite_only
 def test_new_database_is_marked_and_an_older_one_still_opens(cli: CliRunner) -> None:
     from knowtree.store.guard import APPLICATION_ID
 
@@ -56,6 +57,7 @@ def test_new_database_is_marked_and_an_older_one_still_opens(cli: CliRunner) -> 
     assert result.exit_code == 0 and result.stdout.startswith("t\t")
 
 
+@pytest.mark.sqlite_only
 def test_foreign_sqlite_file_is_left_untouched(cli: CliRunner) -> None:
     with sqlite3.connect("other.db") as c:
         c.execute("CREATE TABLE t(x)")
@@ -73,6 +75,7 @@ def test_foreign_sqlite_file_is_left_untouched(cli: CliRunner) -> None:
     one_line_error(cli.invoke(app, ["trees", "--db", "app.db"]), "application_id")
 
 
+@pytest.mark.sqlite_only
 def test_empty_and_non_sqlite_files_are_refused(cli: CliRunner) -> None:
     Path("empty.db").write_bytes(b"")
     one_line_error(cli.invoke(app, ["trees", "--db", "empty.db"]), "empty.db", "empty file")
@@ -89,6 +92,7 @@ def damage(path: str) -> None:
         f.write(os.urandom(min(200_000, size // 3)))
 
 
+@pytest.mark.sqlite_only
 def test_damaged_database_gives_one_line_errors_and_is_never_written(cli: CliRunner) -> None:
     build(cli)
     with sqlite3.connect("kb.db") as c:
@@ -115,6 +119,7 @@ def test_damaged_database_gives_one_line_errors_and_is_never_written(cli: CliRun
     assert md5("kb.db") == before
 
 
+@pytest.mark.sqlite_only
 def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_a_one_line_error(cli: CliRunner) -> None:
     # SQLite quotes the damaged name in its message; Python's sqlite3 then raises UnicodeDecodeError
     # decoding it (found by the random damage above, 1 seed in ~10): still one line naming the file
@@ -148,6 +153,7 @@ def test_an_undecodable_message_is_the_sqlite_error_only_when_it_reads_as_one() 
     assert as_sqlite_error(other) is None and as_sqlite_error(ValueError("x")) is None
 
 
+@pytest.mark.sqlite_only
 def test_truncated_database_is_refused_by_its_header(cli: CliRunner) -> None:
     build(cli)
     with sqlite3.connect("kb.db") as c:
@@ -161,6 +167,7 @@ def test_truncated_database_is_refused_by_its_header(cli: CliRunner) -> None:
     one_line_error(cli.invoke(app, ["trees", "--db", "kb.db"]), "kb.db", "damaged", "truncated")
 
 
+@pytest.mark.sqlite_only
 def test_check_passes_on_a_sound_database(cli: CliRunner) -> None:
     from knowtree.store.guard import full_check
 
@@ -170,6 +177,7 @@ def test_check_passes_on_a_sound_database(cli: CliRunner) -> None:
     assert full_check("kb.db").ok
 
 
+@pytest.mark.sqlite_only
 def test_check_finds_a_broken_full_text_index(cli: CliRunner) -> None:
     from knowtree.store.guard import full_check
 
@@ -182,6 +190,7 @@ def test_check_finds_a_broken_full_text_index(cli: CliRunner) -> None:
 
 
 # -- item 9: a busy database, runs killed mid-way --------------------------------------------------
+@pytest.mark.sqlite_only
 def test_a_locked_database_is_a_one_line_error(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     build(cli)
     holder = sqlite3.connect("kb.db", isolation_level=None)
@@ -207,6 +216,7 @@ def dead_pid() -> int:
     return int(proc.stdout)
 
 
+@pytest.mark.sqlite_only
 def test_killed_runs_show_as_interrupted(cli: CliRunner, tmp_path: Path) -> None:
     build(cli)
     store = SQLiteStore("kb.db")

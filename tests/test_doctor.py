@@ -124,6 +124,7 @@ def test_doctor_json_and_the_store_check(monkeypatch: pytest.MonkeyPatch, no_mod
     assert checks["model file"]["fix"] == 'pip install "knowtree[local]"'
 
 
+@pytest.mark.sqlite_only
 def test_doctor_passes_when_everything_is_fine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import knowtree
 

@@ -170,6 +170,7 @@ def test_fuzz_docx_files_load_or_fail_naming_the_file(data: st.DataObject) -> No
         check_load(path, headings=False)
 
 
+@pytest.mark.sqlite_only
 @fuzz(25)
 @given(data=text_bytes())
 def test_fuzz_a_rejected_file_leaves_the_database_unchanged(data: bytes) -> None:
@@ -286,6 +287,7 @@ def test_fuzz_chat_files_load_or_fail_naming_the_file_and_record(case: tuple[str
         assert messages and all(m.role in ROLES and isinstance(m.content, str) for m in messages)
 
 
+@pytest.mark.sqlite_only
 @fuzz(30)
 @given(case=chat_file())
 def test_fuzz_a_rejected_chat_leaves_the_memory_unchanged(case: tuple[str, str]) -> None:

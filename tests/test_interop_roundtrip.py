@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from conftest import invoke as run
@@ -60,6 +61,7 @@ def test_pageindex_round_trip_of_a_pdf_tree_keeps_ids_spans_and_pages(cli: CliRu
     assert any(s.page_start == 4 for v in after.values() for s in v[3])  # pages kept
 
 
+@pytest.mark.sqlite_only
 def test_pageindex_round_trip_of_a_markdown_collection_and_a_chunk_tree(cli: CliRunner) -> None:
     Path("docs").mkdir()
     Path("docs/a.md").write_text("# A\n\nAlpha intro.\n\n## A1\n\nThe alpha code is 1234.\n", encoding="utf-8")

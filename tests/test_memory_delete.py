@@ -45,6 +45,7 @@ def _everything(db: Path) -> str:
     return "\n".join(out)
 
 
+@pytest.mark.sqlite_only
 def test_delete_one_message_keeps_every_other_position_and_citation(kt: KnowTree, tmp_path: Path) -> None:
     mem = kt.memory("chat")
     mem.context("marathon plans", use_model=False)  # the memory's tree index exists now
@@ -125,6 +126,7 @@ def test_importing_the_same_file_again_skips_what_was_stored_and_what_was_delete
         assert more.added == 1 and [int(r["position"]) for r in mem.messages()][-1] == 13
 
 
+@pytest.mark.sqlite_only
 def test_deleting_every_message_leaves_none_of_their_words(tmp_path: Path) -> None:
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as k:
         mem = k.memory("m")

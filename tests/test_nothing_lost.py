@@ -129,6 +129,7 @@ def test_rm_doc_on_a_chunk_tree_uses_the_tree_model(cli: CliRunner, files) -> No
     assert show(cli, "t")["tree"]["model"] == "keyword"
 
 
+@pytest.mark.sqlite_only
 def test_rm_doc_on_an_older_tree_maps_its_model_id(cli: CliRunner, files) -> None:
     run(cli, "build", "docs/a.md", "docs/b.md", "--tree", "t", "--db", "kb.db", *KW)
     with sqlite3.connect("kb.db") as c:  # a tree from before model strings were recorded

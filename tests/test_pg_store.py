@@ -173,3 +173,14 @@ def test_the_eval_tree_method_keeps_its_working_tree_in_the_db_url(pg_url: str) 
     store = open_store(pg_url)
     assert store.tree_names() == ["story"]
     store.close()
+
+
+def test_a_knowledge_base_on_postgresql_is_refused_with_a_clear_error(pg_url: str, tmp_path: Any) -> None:
+    """Its passage indexes are SQLite tables: on a PostgreSQL store they would be lost between
+    processes (asks finding nothing), so the KB says so instead."""
+    from knowtree.errors import StoreError
+
+    kt = KnowTree(pg_url, model="keyword", read_env=False)
+    with pytest.raises(StoreError, match="not yet kept in a PostgreSQL store"):
+        kt.kb("hp").indexes()
+    kt.close()

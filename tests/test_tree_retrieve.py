@@ -367,6 +367,7 @@ DROP TABLE old_state
 """
 
 
+@pytest.mark.sqlite_only
 def test_an_index_saved_before_the_incremental_layout_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database whose tree index predates migrations 11-12 (FTS rows holding their own text, no
     `rid`, `src` or fingerprint) keeps its entries and answers the same after the upgrade."""

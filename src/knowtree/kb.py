@@ -30,7 +30,7 @@ from knowtree.construct.kb.builder import (
     build,
     solve_one,
 )
-from knowtree.errors import UserError
+from knowtree.errors import StoreError, UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,
     DocSection,
@@ -111,10 +111,12 @@ class KB:
     # -- plumbing ------------------------------------------------------------------------------
     def indexes(self, embedder: str | None = None) -> KBIndexes:
         if self._indexes is None:
-            # the flat indexes live in an SQLite file beside the store's rows; a PostgreSQL store's
-            # are kept in memory (built from its rows on first use in a process)
-            path = ":memory:" if is_url(self.kt.store.path) else self.kt.store.path
-            self._indexes = KBIndexes(path, self.name, embedder or self._embedder)
+            if is_url(self.kt.store.path):  # its passage indexes are SQLite tables (retrieve/kbindex.py)
+                raise StoreError(
+                    f"knowledge base {self.name!r}: knowledge bases are not yet kept in a PostgreSQL store"
+                    " (their passage indexes are SQLite tables); use an SQLite --db for knowledge bases"
+                )
+            self._indexes = KBIndexes(self.kt.store.path, self.name, embedder or self._embedder)
         return self._indexes
 
     def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:

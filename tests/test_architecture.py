@@ -132,12 +132,14 @@ def test_no_private_names_across_modules(tree: str) -> None:
 
 
 def test_every_table_is_created_by_the_migrations() -> None:
-    """By the one history: SQLite's steps (migrations.py) and PostgreSQL's baseline (migrations_pg.py)."""
+    """By the one history: SQLite's steps (migrations.py) and PostgreSQL's baseline (migrations_pg.py).
+    fts_terms.py creates only a connection's temporary tables (or tables of an in-memory database):
+    nothing it makes is stored."""
     ddl = re.compile(r"CREATE\s+(VIRTUAL\s+)?TABLE\s+(IF\s+NOT\s+EXISTS\s+)?[\w\"{]", re.IGNORECASE)
     outside = [
         str(p.relative_to(ROOT))
         for p in _modules().values()
-        if p.name not in ("migrations.py", "migrations_pg.py") and ddl.search(p.read_text(encoding="utf-8"))
+        if p.name not in ("migrations.py", "migrations_pg.py", "fts_terms.py") and ddl.search(p.read_text(encoding="utf-8"))
     ]
     assert outside == []
 

@@ -252,6 +252,7 @@ class JobWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.current: Job | None = None  # the job this worker runs now
 
     def start(self) -> int:
         """Start the worker; returns how many running jobs of a dead worker it may take over now
@@ -265,10 +266,16 @@ class JobWorker:
         self._wake.set()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop claiming; the running job stops at its next progress step and goes back to the
+        queue. When it has not stopped within `timeout`, its lease is handed back all the same (the
+        stopped thread writes nothing more: its progress writes find the job not its own)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            current = self.current
+            if self._thread.is_alive() and current is not None and self.jobs.release(current.id, self.owner):
+                log.warning("job %s handed back to the queue: its step outlasted the stop", current.id)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -284,8 +291,12 @@ class JobWorker:
             self.run_one(job)
 
     def run_one(self, job: Job) -> None:
-        with _Heartbeat(self.jobs, job.id, self.owner) as beat:
-            self._run(job, beat)
+        self.current = job
+        try:
+            with _Heartbeat(self.jobs, job.id, self.owner) as beat:
+                self._run(job, beat)
+        finally:
+            self.current = None
 
     def _run(self, job: Job, beat: _Heartbeat) -> None:
         last = [0.0]

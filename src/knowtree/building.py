@@ -260,16 +260,27 @@ def build_chunked(
     s = kt.settings
 
     def make(client: LLMClient) -> BuildResult:
-        return build_tree(
-            documents,
-            client,
-            taxonomy=s.taxonomy or DEFAULT_TAXONOMY,
-            chunk_size=s.chunk_size,
-            overlap=s.chunk_overlap,
-            max_children=s.max_children,
-            progress=progress,
-            summarize=s.summaries != "none",  # --summaries none: the zero-call tree
-        )
+        summarize = s.summaries != "none"  # --summaries none: the zero-call tree
+        fanout = None
+        if s.executor == "ray" and summarize:  # the model calls as Ray tasks; the plan and the tree here
+            from knowtree.distributed import RayFanout
+
+            fanout = RayFanout(client, s, s.ray_address)
+        try:
+            return build_tree(
+                documents,
+                client,
+                taxonomy=s.taxonomy or DEFAULT_TAXONOMY,
+                chunk_size=s.chunk_size,
+                overlap=s.chunk_overlap,
+                max_children=s.max_children,
+                progress=progress,
+                summarize=summarize,
+                fanout=fanout,
+            )
+        finally:
+            if fanout is not None:
+                fanout.close()
 
     def settings() -> dict[str, object]:
         kept = {"chunk_size", "chunk_overlap", "max_children", "taxonomy", "summaries"}

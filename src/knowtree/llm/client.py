@@ -310,6 +310,14 @@ class LLMClient:
         for listener in self.listeners:
             listener(usage, cached)
 
+    def account_remote(self, usage: Usage) -> None:
+        """Count calls another process made for this client's run (a Ray task with its own client on
+        the same store, which wrote their ledger rows and cache entries): totals and listeners only."""
+        with self._lock:
+            self.usage.add(usage)
+        for listener in self.listeners:
+            listener(usage, bool(usage.cached) and not usage.calls)
+
     # -- structured calls ----------------------------------------------------------------------
     def structured(
         self,

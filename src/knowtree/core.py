@@ -26,7 +26,8 @@ from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
-from knowtree.store import SQLiteStore, SQLStore
+from knowtree.store import SQLStore, open_store
+from knowtree.store.dialect import is_url
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
@@ -60,11 +61,11 @@ class KnowTree:
         else:
             settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
-        if not create and settings.db != ":memory:" and not Path(settings.db).exists():
+        if not create and settings.db != ":memory:" and not is_url(settings.db) and not Path(settings.db).exists():
             raise NotFoundError(
                 f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)"
             )
-        self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
+        self.store: SQLStore = open_store(settings.db, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
         self._indexes = IndexCache(self.store)  # and read once, kept while its tree does not change
         self._model: Model | None = model

@@ -155,3 +155,19 @@ def test_a_killed_ray_worker_repeats_no_call_and_the_tree_is_the_same(tmp_path: 
     assert ledger["repeated"] == []  # every call the killed worker finished came from the cache after
     assert ledger["duplicated"] == 0
     assert ledger["made"] == len(one[0])  # each node's call made once, across the kill
+
+
+def test_pdfs_read_by_ray_tasks_make_the_one_process_tree(tmp_path: Path, cluster: str) -> None:
+    from pdf_maker import make_pdf
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        make_pdf(corpus / f"report{i}.pdf", [[f"Report {i} page {p}", f"Revenue grew {i * p} percent in region {p}."]
+                                           for p in range(1, 4)])
+    (corpus / "notes.md").write_text("# Notes\n\nThe owner of the budget is Ada.\n")
+    args = ("--summaries", "none")
+    _finished(_build(tmp_path, "one.db", "one", *args), tmp_path, "one")
+    _finished(_build(tmp_path, "two.db", "two", *args, "--executor", "ray", "--ray-address", cluster), tmp_path, "two")
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
+    assert len(one[0]) > 7 and one[0] == two[0] and one[1] == two[1]

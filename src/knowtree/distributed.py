@@ -14,8 +14,11 @@ A killed Ray worker: Ray runs its task again elsewhere (`max_retries`), and ever
 worker finished is answered by the shared model-call cache; a killed driver: run the same command
 again, its finished calls are cache hits too. Progress is the driver's one bar for the whole cluster.
 
-Left in the driver (not yet Ray tasks): reading, parsing and chunking the files, the structured
-(PDF/DOCX/HTML) build, `enrich`, the KB build, and the server's jobs (a `knowtree worker` runs them).
+Reading and parsing the files (PDF text extraction is CPU-bound) runs as Ray tasks too
+(`Cluster.mapper`, through `ingest.problems.load_each`); the files must be at the same paths on every
+node. Left in the driver (not yet Ray tasks): chunking (string slicing, cheap), the structured build's
+model calls (PDF/DOCX/HTML trees; with `--summaries none` it makes none), `enrich`, the KB build, and
+the server's jobs (many `knowtree worker` processes run those).
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from knowtree.config import Settings
 from knowtree.construct.builder import branch_meta, leaf_meta
-from knowtree.errors import ConfigError
+from knowtree.errors import ConfigError, InputError
 from knowtree.llm.client import LLMClient
 from knowtree.types import NodeMeta, Usage
 
@@ -41,6 +45,7 @@ Result = tuple[str, NodeMeta, Usage, bool]
 #: to hand over and the bar moves, large enough that a task's overhead (~ms) stays small
 BATCHES_PER_CPU = 4
 MAX_BATCH = 64
+MAX_FILES = 16  # files per reading task (a PDF's text extraction is the costly part)
 TASK_RETRIES = 5  # a task whose worker process died runs again (its finished calls are cache hits)
 
 _OPEN: dict[str, KnowTree] = {}  # in a Ray worker process: the store and model, opened once per settings
@@ -96,11 +101,20 @@ def _ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
-    """Join the Ray cluster at `address` (auto, HOST:PORT or ray://HOST:PORT; None: RAY_ADDRESS,
-    else a cluster started in this process). Returns the `ray` module."""
-    ray = _ray()
-    if not ray.is_initialized():
+class Cluster:
+    """This process's place on a Ray cluster: `Cluster.join(address)` (auto, HOST:PORT or
+    ray://HOST:PORT; None: RAY_ADDRESS, else a cluster started in this process), `leave()` when done
+    (only the `join` that connected disconnects: a build inside another Ray program leaves it be)."""
+
+    def __init__(self, ray: Any, joined: bool) -> None:
+        self.ray = ray
+        self._joined = joined
+
+    @classmethod
+    def join(cls, address: str | None) -> Cluster:
+        ray = _ray()
+        if ray.is_initialized():
+            return cls(ray, False)
         ray.init(
             address=address or os.environ.get("RAY_ADDRESS") or None,
             ignore_reinit_error=True,
@@ -108,7 +122,56 @@ def connect(address: str | None) -> Any:
             configure_logging=False,
             include_dashboard=False,
         )
-    return ray
+        return cls(ray, True)
+
+    def cpus(self) -> int:
+        return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    def batches(self, items: Sequence[Any], most: int = MAX_BATCH) -> list[list[Any]]:
+        """`items` cut into about BATCHES_PER_CPU batches per cluster CPU, at most `most` each."""
+        size = max(1, min(most, math.ceil(len(items) / (self.cpus() * BATCHES_PER_CPU))))
+        return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+    def mapper(self, fn: Callable[[str], Any], paths: list[str]) -> list[Any]:
+        """`ingest.problems.Mapper` on the cluster: the files read (PDF text extraction, DOCX, HTML,
+        text) by Ray tasks, a batch of files each, as this process names them (relative to its
+        working directory: the files must be at the same paths on every node, a shared folder)."""
+        task = self.ray.remote(max_retries=TASK_RETRIES, num_cpus=1)(read_files)
+        refs = [task.remote(fn, os.getcwd(), batch) for batch in self.batches(paths, MAX_FILES)]
+        out = [r for ref in refs for r in self.ray.get(ref)]
+        return [r.error() if isinstance(r, _Failed) else r for r in out]
+
+    def leave(self) -> None:
+        if self._joined:
+            self.ray.shutdown()
+            self._joined = False
+
+
+@dataclass
+class _Failed:
+    """An `InputError` as it travels back from a task (its class's own constructor may differ)."""
+
+    cls: type[InputError]
+    path: str
+    reason: str
+
+    def error(self) -> InputError:
+        exc = self.cls.__new__(self.cls)
+        InputError.__init__(exc, self.path, self.reason)
+        return exc
+
+
+def read_files(fn: Callable[[str], Any], cwd: str, paths: list[str]) -> list[Any]:
+    """A Ray task: `fn` (`load_each`'s reader: checks the roots, reads, parses) over a batch of
+    files, from the driver's working directory, so relative paths name the same files and the
+    documents keep the paths a one-process build gives them (node ids hash them)."""
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        results = [fn(p) for p in paths]
+    finally:
+        os.chdir(here)
+    return [_Failed(type(r), r.path, r.reason) if isinstance(r, InputError) else r for r in results]
 
 
 class RayFanout:
@@ -116,19 +179,15 @@ class RayFanout:
     results yielded as tasks finish (the driver's bar ticks per node). Usage reaches `client`
     (`LLMClient.account_remote`); the ledger rows were written by the tasks under its run."""
 
-    def __init__(self, client: LLMClient, settings: Settings, address: str | None) -> None:
-        self.ray = connect(address)
+    def __init__(self, client: LLMClient, settings: Settings, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.ray = cluster.ray
         self.client = client
         self.settings = {**settings.model_dump(), "db": store_location(settings.db)}
         self.run_id = client.run_id
         options = {"max_retries": TASK_RETRIES, "num_cpus": 1}
         self._leaves = self.ray.remote(**options)(leaf_calls)
         self._branches = self.ray.remote(**options)(branch_calls)
-
-    def _batches(self, items: Sequence[Any]) -> list[list[Any]]:
-        cpus = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
-        size = max(1, min(MAX_BATCH, math.ceil(len(items) / (cpus * BATCHES_PER_CPU))))
-        return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
     def _gather(self, refs: list[Any]) -> Iterator[Result]:
         pending = list(refs)
@@ -141,12 +200,9 @@ class RayFanout:
     def leaves(self, items: Sequence[tuple[str, str]], taxonomy: Sequence[str]) -> Iterator[Result]:
         tax = list(taxonomy)
         return self._gather(
-            [self._leaves.remote(self.settings, self.run_id, b, tax) for b in self._batches(items)]
+            [self._leaves.remote(self.settings, self.run_id, b, tax) for b in self.cluster.batches(items)]
         )
 
     def branches(self, items: Sequence[tuple[str, list[NodeMeta]]]) -> Iterator[Result]:
-        return self._gather([self._branches.remote(self.settings, self.run_id, b) for b in self._batches(items)])
+        return self._gather([self._branches.remote(self.settings, self.run_id, b) for b in self.cluster.batches(items)])
 
-    def close(self) -> None:
-        """Leave the cluster (it keeps running; a cluster this process started stops)."""
-        self.ray.shutdown()

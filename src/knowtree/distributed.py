@@ -29,16 +29,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from knowtree.config import Settings
 from knowtree.construct.builder import branch_meta, leaf_meta
 from knowtree.errors import ConfigError, InputError
-from knowtree.llm.client import LLMClient
+from knowtree.llm.client import LLMClient, options_from
 from knowtree.types import NodeMeta, Usage
-
-if TYPE_CHECKING:
-    from knowtree.core import KnowTree
 
 Result = tuple[str, NodeMeta, Usage, bool]
 #: batches per cluster CPU in one level: small enough that a killed worker's batch is little work
@@ -48,7 +45,8 @@ MAX_BATCH = 64
 MAX_FILES = 16  # files per reading task (a PDF's text extraction is the costly part)
 TASK_RETRIES = 5  # a task whose worker process died runs again (its finished calls are cache hits)
 
-_OPEN: dict[str, KnowTree] = {}  # in a Ray worker process: the store and model, opened once per settings
+#: in a Ray worker process: the settings, store and model, opened once per settings
+_OPEN: dict[str, tuple[Settings, Any, Any]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -62,17 +60,21 @@ def store_location(db: str) -> str:
 
 
 def _client(settings: dict[str, Any], run_id: str | None) -> LLMClient:
+    """A client on the store and model the settings name, both opened once per process."""
     import json
 
-    from knowtree.core import KnowTree
+    from knowtree.llm.registry import resolve_model
+    from knowtree.store import open_store
 
     key = json.dumps(settings, sort_keys=True, default=str)
     with _OPEN_LOCK:
-        kt = _OPEN.get(key)
-        if kt is None:
-            kt = KnowTree(settings=Settings.model_validate(settings))
-            _OPEN[key] = kt
-    return kt.client(run_id)
+        opened = _OPEN.get(key)
+        if opened is None:
+            s = Settings.model_validate(settings)
+            opened = (s, open_store(s.db, busy_timeout=s.busy_timeout), resolve_model(s))
+            _OPEN[key] = opened
+    s, store, model = opened
+    return LLMClient(model, store, options_from(s), run_id=run_id)
 
 
 def leaf_calls(

@@ -39,7 +39,7 @@ from knowtree.construct.structure import StructureOptions
 from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
 from knowtree.errors import InputError, UserError
 from knowtree.ingest import load_documents
-from knowtree.ingest.problems import Skipped
+from knowtree.ingest.problems import Mapper, Skipped
 from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.sources import has_structured_input, load_sources
 from knowtree.ingest.structure import StructuredDocument
@@ -146,10 +146,42 @@ def build_paths(
     """`KnowTree.build`: read and check every input, then build it the structured way (PDF, DOCX,
     HTML, headings, metadata, a collection grown with --add) or in chunks. `within`: only files that
     resolve under these roots are read (`knowtree.ingest.roots`)."""
-    skipped: list[Skipped] = []
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
         raise InputError("(no input)", "give at least one file, directory or glob")
+    cluster = None
+    if kt.settings.executor == "ray":  # the files read by Ray tasks, then the model calls
+        from knowtree.distributed import Cluster
+
+        cluster = Cluster.join(kt.settings.ray_address)
+    try:
+        return _build_paths(
+            kt, paths, tree=tree, progress=progress, on_client=on_client, add=add, meta=meta, rename=rename,
+            replace=replace, confirm=confirm, skip_bad=skip_bad, within=within,
+            mapper=cluster.mapper if cluster is not None else None,
+        )
+    finally:
+        if cluster is not None:
+            cluster.leave()
+
+
+def _build_paths(
+    kt: Host,
+    paths: list[str],
+    *,
+    tree: str,
+    progress: Progress | None,
+    on_client: Callable[[LLMClient], None] | None,
+    add: bool,
+    meta: dict[str, str] | None,
+    rename: Callable[[str], str] | None,
+    replace: bool,
+    confirm: Confirm | None,
+    skip_bad: bool,
+    within: ReadRoots | None,
+    mapper: Mapper | None,
+) -> BuildReport:
+    skipped: list[Skipped] = []
     s = kt.settings
     max_bytes = int(s.max_input_mb * 1_000_000)
     headings = s.structure == "headings"
@@ -157,7 +189,8 @@ def build_paths(
     if headings or meta or has_structured_input(paths, within) or (add and not chunk_tree):
         # every file checked before anything is stored
         sources = load_sources(
-            paths, headings=headings, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within
+            paths, headings=headings, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within,
+            mapper=mapper,
         )
         if rename is not None:
             for sd in sources:
@@ -182,7 +215,7 @@ def build_paths(
         )
     else:
         documents = load_documents(
-            paths, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within
+            paths, max_bytes=max_bytes, skip_bad=skip_bad, skipped=skipped, within=within, mapper=mapper
         )
         if rename is not None:
             documents = [d.model_copy(update={"path": rename(d.path)}) for d in documents]
@@ -261,16 +294,28 @@ def build_chunked(
     s = kt.settings
 
     def make(client: LLMClient) -> BuildResult:
-        return build_tree(
-            documents,
-            client,
-            taxonomy=s.taxonomy or DEFAULT_TAXONOMY,
-            chunk_size=s.chunk_size,
-            overlap=s.chunk_overlap,
-            max_children=s.max_children,
-            progress=progress,
-            summarize=s.summaries != "none",  # --summaries none: the zero-call tree
-        )
+        summarize = s.summaries != "none"  # --summaries none: the zero-call tree
+        fanout, cluster = None, None
+        if s.executor == "ray" and summarize:  # the model calls as Ray tasks; the plan and the tree here
+            from knowtree.distributed import Cluster, RayFanout
+
+            cluster = Cluster.join(s.ray_address)
+            fanout = RayFanout(client, s, cluster)
+        try:
+            return build_tree(
+                documents,
+                client,
+                taxonomy=s.taxonomy or DEFAULT_TAXONOMY,
+                chunk_size=s.chunk_size,
+                overlap=s.chunk_overlap,
+                max_children=s.max_children,
+                progress=progress,
+                summarize=summarize,
+                fanout=fanout,
+            )
+        finally:
+            if cluster is not None:
+                cluster.leave()
 
     def settings() -> dict[str, object]:
         kept = {"chunk_size", "chunk_overlap", "max_children", "taxonomy", "summaries"}

@@ -43,6 +43,13 @@ class Settings(BaseModel):
     threads: int | None = Field(None, ge=1, description="CPU threads for the embedded model")
     n_ctx: int = Field(8192, ge=1024, description="context window of the embedded model")
     concurrency: int = Field(4, ge=1, description="model calls at once (the embedded model runs one)")
+    # where a build's model calls run: this process's threads, or Ray tasks (knowtree.distributed)
+    executor: Literal["local", "ray"] = Field(
+        "local", description="local: a thread pool in this process; ray: Ray tasks on a cluster (the [ray] extra)"
+    )
+    ray_address: str | None = Field(
+        None, description="the Ray cluster: auto | HOST:PORT | ray://HOST:PORT (none: RAY_ADDRESS, else a local one)"
+    )
     timeout: float = Field(120.0, gt=0, description="seconds per HTTP model call")
     input_cost_per_mtok: float = Field(0.0, ge=0, description="USD per million input tokens, for the ledger")
     output_cost_per_mtok: float = Field(

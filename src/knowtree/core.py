@@ -23,7 +23,7 @@ from knowtree.host import Run
 from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
-from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
+from knowtree.llm.client import LLMClient, cost_cap_problem, options_from
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
 from knowtree.store import SQLStore, open_store
@@ -82,15 +82,7 @@ class KnowTree:
         return {} if self._model_given else {"model_spec": self.settings.model}
 
     def client(self, run_id: str | None = None) -> LLMClient:
-        options = ClientOptions(
-            max_retries=self.settings.max_retries,
-            repair_attempts=self.settings.repair_attempts,
-            concurrency=self.settings.concurrency,
-            max_calls=self.settings.max_calls,
-            max_tokens=self.settings.max_tokens,
-            max_cost=self.settings.max_cost,
-        )
-        return LLMClient(self.model, self.store, options, run_id=run_id)
+        return LLMClient(self.model, self.store, options_from(self.settings), run_id=run_id)
 
     @contextmanager
     def run(

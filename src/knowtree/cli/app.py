@@ -2,7 +2,7 @@
 
 This module only builds the typer app and registers the command modules, one per group of
 commands: `trees` (build, enrich, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
-`docs` (export, import), `serve` (serve, mcp), `doctor`, and the sub-commands `chat`, `expert`, `keys`,
+`docs` (export, import), `serve` (serve, mcp), `worker`, `doctor`, and the sub-commands `chat`, `expert`, `keys`,
 `kb`, `model`, `db`.
 Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
 `common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli import admin, chat, db, db_copy, docs, doctor, expert, kb, keys, model, serve, trees
+from knowtree.cli import admin, chat, db, db_copy, docs, doctor, expert, kb, keys, model, serve, trees, worker
 from knowtree.cli.eval import eval_command
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ for _name, _command in (
     ("export", docs.export_command),
     ("import", docs.import_command),
     ("serve", serve.serve_command),
+    ("worker", worker.worker_command),
     ("mcp", serve.mcp_command),
     ("check", admin.check_command),
     ("doctor", doctor.doctor_command),

@@ -10,7 +10,7 @@ import typer
 from knowtree.cli.common import err, open_kt, run
 from knowtree.cli.options import DbOpt, ModelOpt
 
-_MISSING = 'the server needs its extra: pip install "knowtree[server]"'
+MISSING = 'the server needs its extra: pip install "knowtree[server]"'
 
 
 def serve_command(
@@ -68,7 +68,7 @@ def serve_command(
             from knowtree.server.app import create_app
             from knowtree.server.config import MiB, ServerConfig, is_loopback
         except ImportError:
-            raise err(_MISSING, 2) from None
+            raise err(MISSING, 2) from None
         if not is_loopback(host) and not require_keys:
             typer.echo(f"note: {host} is not loopback: every request needs an API key", err=True)
         config = ServerConfig(
@@ -76,7 +76,7 @@ def serve_command(
             port=port,
             auth="keys" if require_keys else "auto",
             allowed_roots=allow_root or [],
-            tenant_roots=_tenant_roots(tenant_root or []),
+            tenant_roots=tenant_roots(tenant_root or []),
             max_upload_bytes=int(max_upload_mb * MiB),
             max_inflated_bytes=int(max_inflated_mb * MiB) if max_inflated_mb else None,
             rate_per_second=rate,
@@ -108,7 +108,7 @@ def mcp_command(
             from knowtree.server.mcp_server import build_mcp
             from knowtree.server.service import Service
         except ImportError:
-            raise err(_MISSING, 2) from None
+            raise err(MISSING, 2) from None
         kt = open_kt(db=db, model=model)
         service = Service(kt, ServerConfig(allowed_roots=allow_root or [], mcp=False))
         worker = JobWorker(service.jobs, service.run_job)
@@ -142,7 +142,7 @@ def check_database(db: str | None, level: str) -> None:
     )
 
 
-def _tenant_roots(pairs: list[str]) -> dict[str, list[str]]:
+def tenant_roots(pairs: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for pair in pairs:
         tenant, sep, root = pair.partition("=")

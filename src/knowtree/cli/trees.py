@@ -38,6 +38,14 @@ def build(
         int | None, typer.Option(help="characters of overlap between chunks [default: 0]")
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(help="local (threads in this process) | ray (model calls as Ray tasks) [default: local]"),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="with --executor ray: auto | HOST:PORT | ray://HOST:PORT [default: RAY_ADDRESS, else a local cluster]"),
+    ] = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
     structure: Annotated[
@@ -93,6 +101,8 @@ def build(
             chunk_size=chunk_size,
             chunk_overlap=overlap,
             concurrency=concurrency,
+            executor=executor,
+            ray_address=ray_address,
             structure=structure,
             summaries=summaries,
             node_max_pages=max_pages,

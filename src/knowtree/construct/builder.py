@@ -9,9 +9,10 @@ each reply is stored as it arrives, so a killed build resumes where it stopped.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from knowtree.construct.metadata import extract_leaf, synthesize_branch
 from knowtree.errors import ModelOutputError
@@ -20,6 +21,22 @@ from knowtree.llm.client import LLMClient
 from knowtree.types import Chunk, Document, Node, NodeKind, NodeMeta, Span, Usage, content_hash
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+#: a node's metadata as the model gave it: (meta, usage, whether the fallback was used)
+Made = tuple[NodeMeta, Usage, bool]
+
+
+class Fanout(Protocol):
+    """Runs one level's metadata calls elsewhere (`knowtree.distributed.RayFanout`): each yields
+    (node id, meta, usage, failed) as results arrive, in any order, computed by `leaf_meta` /
+    `branch_meta` with the same model and the same cache."""
+
+    def leaves(
+        self, items: Sequence[tuple[str, str]], taxonomy: Sequence[str]
+    ) -> Iterable[tuple[str, NodeMeta, Usage, bool]]: ...
+
+    def branches(
+        self, items: Sequence[tuple[str, list[NodeMeta]]]
+    ) -> Iterable[tuple[str, NodeMeta, Usage, bool]]: ...
 
 
 @dataclass
@@ -148,9 +165,12 @@ def build_tree(
     max_children: int = 8,
     progress: Progress | None = None,
     summarize: bool = True,
+    fanout: Fanout | None = None,
 ) -> BuildResult:
     """`summarize=False` is the zero-call build: leaves keep their text and span, branches are titled
-    by position (file and lines), no model is asked; the tree is retrievable as an index at once."""
+    by position (file and lines), no model is asked; the tree is retrievable as an index at once.
+    `fanout`: each level's model calls run there (e.g. on a Ray cluster) instead of in this
+    process's thread pool; the plan, the ids and the assembly stay here, so the tree is the same."""
     planned, root_id = plan_tree(documents, chunk_size=chunk_size, overlap=overlap, max_children=max_children)
     total = sum(1 for p in planned if p.kind is NodeKind.LEAF or len(p.children) > 1)
     done = 0
@@ -167,20 +187,16 @@ def build_tree(
     if progress:
         progress("leaves", 0, total)
 
-    def make_leaf(p: _Planned) -> tuple[Node, Usage, bool]:
+    def make_leaf(p: _Planned, given: Made | None = None) -> tuple[Node, Usage, bool]:
         assert p.chunk is not None
         if not summarize:
             meta = NodeMeta()
             return Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]), Usage(), False
-        try:
-            meta, used = extract_leaf(client, p.chunk.text, taxonomy)
-            failed = False
-        except ModelOutputError as exc:
-            meta, used, failed = _fallback_meta(p.chunk.text, exc), Usage(), True
+        meta, used, failed = given or leaf_meta(client, p.chunk.text, taxonomy)
         node = Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span])
         return node, used, failed
 
-    def make_inner(p: _Planned) -> tuple[Node, Usage, bool]:
+    def make_inner(p: _Planned, given: Made | None = None) -> tuple[Node, Usage, bool]:
         kids = [nodes[c] for c in p.children]
         failed = False
         if not summarize:  # where it is, not what it says: no model
@@ -188,14 +204,26 @@ def build_tree(
         elif len(kids) == 1:  # nothing to synthesize: a single child's metadata is the parent's
             meta, used = kids[0].meta.model_copy(), Usage()
         else:
-            try:
-                meta, used = synthesize_branch(client, [k.meta for k in kids])
-            except ModelOutputError as exc:
-                meta = _fallback_meta(" ".join(k.meta.summary for k in kids), exc)
-                used, failed = Usage(), True
+            meta, used, failed = given or branch_meta(client, [k.meta for k in kids])
         spans = merge_spans([s for k in kids for s in k.spans])
         node = Node(id=p.id, kind=p.kind, level=p.level, meta=meta, children=p.children, spans=spans)
         return node, used, failed
+
+    def fanned_out(lvl: int, batch: list[_Planned]) -> Iterator[tuple[Node, Usage, bool]]:
+        """A level's model calls run by `fanout`, its nodes assembled here as results arrive."""
+        assert fanout is not None
+        calls = [p for p in batch if lvl == 0 or len(p.children) > 1]
+        for p in batch:
+            if lvl and len(p.children) <= 1:
+                yield make_inner(p)
+        by_id = {p.id: p for p in calls}
+        if lvl == 0:
+            results = fanout.leaves([(p.id, p.chunk.text) for p in calls if p.chunk is not None], taxonomy)
+        else:
+            results = fanout.branches([(p.id, [nodes[c].meta for c in p.children]) for p in calls])
+        for pid, meta, used, failed in results:
+            p = by_id[pid]
+            yield (make_leaf if lvl == 0 else make_inner)(p, (meta, used, failed))
 
     with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
         levels = sorted({p.level for p in planned})
@@ -203,7 +231,8 @@ def build_tree(
             batch = [p for p in planned if p.level == lvl]
             work = make_leaf if lvl == 0 else make_inner
             stage = "leaves" if lvl == 0 else ("root" if batch[0].kind is NodeKind.ROOT else "branches")
-            for node, used, failed in pool.map(work, batch):
+            made = fanned_out(lvl, batch) if fanout is not None and summarize else pool.map(work, batch)
+            for node, used, failed in made:
                 nodes[node.id] = node
                 usage.add(used)
                 fallbacks += failed
@@ -211,6 +240,25 @@ def build_tree(
                     tick(stage)
     ordered = [nodes[p.id] for p in planned]
     return BuildResult(root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents))
+
+
+def leaf_meta(client: LLMClient, text: str, taxonomy: Sequence[str]) -> tuple[NodeMeta, Usage, bool]:
+    """A leaf's metadata from the model (one call, cached), or the fallback when its reply stays
+    invalid: (meta, usage, failed). Run here or on a remote worker (`knowtree.distributed`)."""
+    try:
+        meta, used = extract_leaf(client, text, taxonomy)
+    except ModelOutputError as exc:
+        return _fallback_meta(text, exc), Usage(), True
+    return meta, used, False
+
+
+def branch_meta(client: LLMClient, metas: Sequence[NodeMeta]) -> tuple[NodeMeta, Usage, bool]:
+    """A branch's metadata synthesized from its children's (one call, cached), or the fallback."""
+    try:
+        meta, used = synthesize_branch(client, list(metas))
+    except ModelOutputError as exc:
+        return _fallback_meta(" ".join(m.summary for m in metas), exc), Usage(), True
+    return meta, used, False
 
 
 def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:

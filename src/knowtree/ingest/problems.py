@@ -11,12 +11,15 @@ import errno
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from knowtree.errors import InputError
 from knowtree.ingest.roots import ReadRoots
 
 T = TypeVar("T")
+#: `mapper(fn, paths)` → `[fn(path) for path in paths]`, in order, wherever it runs them; `fn` returns
+#: what it read or the `InputError` that stopped it
+Mapper = Callable[[Callable[[str], Any], list[str]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,15 @@ def load_each(
     skip_bad: bool,
     skipped: list[Skipped] | None,
     within: ReadRoots | None = None,
+    mapper: Mapper | None = None,
 ) -> list[T]:
     """Expand every entry (a missing path fails before any file is read), load each file once (the
     same file reached twice, by any route, compared by resolved path, is loaded once), collecting
     every problem: one bad entry or file raises its `InputError`, several a `BadFilesError`; with
     `skip_bad` the bad ones go to `skipped` instead (an error only when no file is good). `within`:
-    every file, however it was found, is checked against these roots just before it is read."""
+    every file, however it was found, is checked against these roots just before it is read.
+    `mapper(fn, paths)`: runs the reads elsewhere (Ray tasks: `knowtree.distributed.RayMapper`), a
+    result per path in order; the default reads them here, one after another."""
     problems: list[InputError] = []
     found: list[str] = []
     seen: set[str] = set()
@@ -79,14 +85,20 @@ def load_each(
             if key not in seen:
                 seen.add(key)
                 found.append(path)
-    out: list[T] = []
-    for path in found:
+    def attempt(path: str) -> T | InputError:
         try:
             if within is not None:
                 within.check(path)
-            out.append(load(path))
+            return load(path)
         except InputError as exc:
-            problems.append(exc)
+            return exc
+
+    out: list[T] = []
+    for result in (mapper(attempt, found) if mapper is not None else map(attempt, found)):
+        if isinstance(result, InputError):
+            problems.append(result)
+        else:
+            out.append(result)  # type: ignore[arg-type]
     if problems and (not skip_bad or not out):
         raise_problems(problems)
     if skipped is not None:

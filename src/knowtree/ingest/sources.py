@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from knowtree.errors import InputError
 from knowtree.ingest.formats import ALL_SUFFIXES, NO_FILES
-from knowtree.ingest.problems import Skipped, load_each, missing_reason
+from knowtree.ingest.problems import Mapper, Skipped, load_each, missing_reason
 from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.ingest.text import load_documents
@@ -99,6 +99,7 @@ def load_sources(
     skip_bad: bool = False,
     skipped: list[Skipped] | None = None,
     within: ReadRoots | None = None,
+    mapper: Mapper | None = None,
 ) -> list[StructuredDocument]:
     """Every file as a `StructuredDocument`. Every file is tried: one unreadable file raises its
     `InputError`, several a `BadFilesError` naming each; with `skip_bad` the bad ones are appended to
@@ -111,6 +112,7 @@ def load_sources(
         skip_bad=skip_bad,
         skipped=skipped,
         within=within,
+        mapper=mapper,
     )
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from knowtree.errors import InputError
 from knowtree.ingest.formats import NO_FILES, TEXT_SUFFIXES
-from knowtree.ingest.problems import Skipped, load_each, missing_reason
+from knowtree.ingest.problems import Mapper, Skipped, load_each, missing_reason
 from knowtree.ingest.roots import ReadRoots
 from knowtree.types import Document
 
@@ -60,6 +60,7 @@ def load_documents(
     skip_bad: bool = False,
     skipped: list[Skipped] | None = None,
     within: ReadRoots | None = None,
+    mapper: Mapper | None = None,
 ) -> list[Document]:
     """Read every file named by `paths` (files, directories, glob patterns) as a `Document`.
 
@@ -75,7 +76,7 @@ def load_documents(
         paths = [paths]
     return load_each(
         paths, _expand, lambda path: _load_file(path, max_bytes), skip_bad=skip_bad, skipped=skipped,
-        within=within,
+        within=within, mapper=mapper,
     )
 
 

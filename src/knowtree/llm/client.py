@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,6 +39,9 @@ from knowtree.errors import (
 )
 from knowtree.llm.base import Completion, Message, Model, Request, TokenLogprob
 from knowtree.types import Usage
+
+if TYPE_CHECKING:
+    from knowtree.config import Settings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -112,6 +115,18 @@ class ClientOptions:
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+
+
+def options_from(settings: Settings) -> ClientOptions:
+    """A client's options as the settings give them (retries, concurrency, budget caps)."""
+    return ClientOptions(
+        max_retries=settings.max_retries,
+        repair_attempts=settings.repair_attempts,
+        concurrency=settings.concurrency,
+        max_calls=settings.max_calls,
+        max_tokens=settings.max_tokens,
+        max_cost=settings.max_cost,
+    )
 
 
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -309,6 +324,14 @@ class LLMClient:
         )
         for listener in self.listeners:
             listener(usage, cached)
+
+    def account_remote(self, usage: Usage) -> None:
+        """Count calls another process made for this client's run (a Ray task with its own client on
+        the same store, which wrote their ledger rows and cache entries): totals and listeners only."""
+        with self._lock:
+            self.usage.add(usage)
+        for listener in self.listeners:
+            listener(usage, bool(usage.cached) and not usage.calls)
 
     # -- structured calls ----------------------------------------------------------------------
     def structured(

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from knowtree.store import SQLiteStore
+from knowtree.store import SQLStore
+from knowtree.store import jobs as rows
 from knowtree.store.runs import process_alive
 
 log = logging.getLogger("knowtree.server.jobs")
@@ -101,15 +102,6 @@ class Job:
     idem_key: str | None = None
 
 
-_COLUMNS = (
-    "id, tenant, kind, tree, params_json, state, progress_json, report_json, error, cancel_requested,"
-    " attempts, created, updated, owner, lease_until, idem_key"
-)
-#: a job a worker may claim: queued, or running under a lease that has expired (or never had one:
-#: a row from before leases)
-_CLAIMABLE = "(state = 'queued' OR (state = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-
-
 def _job(r: tuple) -> Job:
     return Job(
         id=r[0],
@@ -132,7 +124,9 @@ def _job(r: tuple) -> Job:
 
 
 class JobStore:
-    def __init__(self, store: SQLiteStore, *, lease_seconds: float = LEASE_SECONDS) -> None:
+    """The jobs of one store (its SQL: `knowtree.store.jobs`)."""
+
+    def __init__(self, store: SQLStore, *, lease_seconds: float = LEASE_SECONDS) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
 
@@ -141,123 +135,58 @@ class JobStore:
     ) -> Job:
         """Queue a job. With `idem_key`, the tenant's job queued with the same key before is returned
         instead of a second one (a client repeating its request)."""
-        job_id = uuid.uuid4().hex[:16]
-        now = _now()
-        with self.store.transaction() as c:
-            row = None
-            if idem_key is not None:
-                row = c.execute(
-                    "SELECT id FROM jobs WHERE tenant = ? AND idem_key = ? AND kind = ? AND tree = ?"
-                    " ORDER BY created LIMIT 1",
-                    (tenant, idem_key, kind, tree),
-                ).fetchone()
-            if row is not None:
-                job_id = row[0]
-            else:
-                c.execute(
-                    f"INSERT INTO jobs({_COLUMNS}) VALUES"
-                    " (?, ?, ?, ?, ?, 'queued', '{}', NULL, NULL, 0, 0, ?, ?, NULL, NULL, ?)",
-                    (job_id, tenant, kind, tree, json.dumps(params), now, now, idem_key),
-                )
+        job_id = rows.insert_job(self.store, uuid.uuid4().hex[:16], tenant, kind, tree, params, _now(), idem_key)
         job = self.get(job_id)
         assert job is not None
         return job
 
     def get(self, job_id: str) -> Job | None:
-        rows = self.store.query(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
-        return _job(rows[0]) if rows else None
+        row = rows.job_row(self.store, job_id)
+        return _job(row) if row else None
 
     def list(self, tenant: str | None, limit: int = 50) -> list[Job]:
-        sql = f"SELECT {_COLUMNS} FROM jobs"
-        args: tuple[object, ...] = ()
-        if tenant is not None:
-            sql += " WHERE tenant = ?"
-            args = (tenant,)
-        rows = self.store.query(sql + " ORDER BY created DESC, id LIMIT ?", (*args, limit))
-        return [_job(r) for r in rows]
+        return [_job(r) for r in rows.job_rows(self.store, tenant, limit)]
 
     def unfinished_uploads(self) -> set[str]:
         """The upload folders of the jobs still queued or running."""
-        rows = self.store.query("SELECT params_json FROM jobs WHERE state IN ('queued', 'running')")
-        return {str(p["uploads"]) for (raw,) in rows if (p := json.loads(raw)).get("uploads")}
+        return {str(p["uploads"]) for p in rows.unfinished_params(self.store) if p.get("uploads")}
 
     def claim_next(self, owner: str) -> Job | None:
         """Give `owner` the oldest claimable job (queued, or running under an expired lease or a dead
         owner of this host) and return it; None when there is none.
 
-        One write transaction (`BEGIN IMMEDIATE`) and a conditional UPDATE whose row count says whether
-        the claim won: two workers, in one process or many, never both get a job. The one place that
-        decides ownership (a PostgreSQL store would do it with `FOR UPDATE SKIP LOCKED`)."""
-        now = time.time()
-        pending = self.store.query("SELECT state, owner, lease_until FROM jobs WHERE state IN ('queued', 'running')")
-        if not any(s == "queued" or lease is None or lease < now or owner_gone(o) for s, o, lease in pending):
-            return None  # nothing to claim: no write lock taken (servers poll twice a second)
-        with self.store.transaction() as c:
-            rows = c.execute(
-                "SELECT id, state, owner, cancel_requested FROM jobs WHERE state IN ('queued', 'running')"
-                " ORDER BY created, id"
-            ).fetchall()
-            for job_id, state, old_owner, cancel in rows:
-                condition = _CLAIMABLE
-                args: list[object] = [now]
-                if state == "running" and owner_gone(old_owner):
-                    condition = f"({_CLAIMABLE} OR (state = 'running' AND owner = ?))"
-                    args.append(old_owner)
-                if state == "running" and cancel:  # its owner died after a cancel: done with it
-                    c.execute(
-                        f"UPDATE jobs SET state = 'cancelled', owner = NULL, lease_until = NULL,"
-                        f" error = 'cancelled on request', updated = ? WHERE id = ? AND {condition}",
-                        (_now(), job_id, *args),
-                    )
-                    continue
-                claimed = c.execute(
-                    "UPDATE jobs SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1,"
-                    f" updated = ? WHERE id = ? AND {condition}",
-                    (owner, now + self.lease_seconds, _now(), job_id, *args),
-                ).rowcount
-                if claimed == 1:
-                    break
-            else:
-                return None
-        return self.get(job_id)
+        One write transaction and a conditional UPDATE whose row count says whether the claim won
+        (`knowtree.store.jobs.claim_job`: `BEGIN IMMEDIATE` on SQLite, `FOR UPDATE SKIP LOCKED` on
+        PostgreSQL): two workers, in one process or many, never both get a job. The one place that
+        decides ownership."""
+        job_id = rows.claim_job(
+            self.store, owner, now=time.time(), lease_seconds=self.lease_seconds, stamp=_now(),
+            owner_gone=owner_gone,
+        )
+        return self.get(job_id) if job_id is not None else None
 
     def renew(self, job_id: str, owner: str) -> bool:
         """Extend `owner`'s lease on a running job; False when the job is no longer its own."""
-        with self.store.transaction() as c:
-            return c.execute(
-                "UPDATE jobs SET lease_until = ? WHERE id = ? AND owner = ? AND state = 'running'",
-                (time.time() + self.lease_seconds, job_id, owner),
-            ).rowcount == 1
+        return rows.renew_lease(self.store, job_id, owner, time.time() + self.lease_seconds)
 
     def release(self, job_id: str, owner: str) -> bool:
         """A worker stopping gracefully hands its running job back to the queue."""
-        with self.store.transaction() as c:
-            return c.execute(
-                "UPDATE jobs SET state = 'queued', owner = NULL, lease_until = NULL, updated = ?"
-                " WHERE id = ? AND owner = ? AND state = 'running'",
-                (_now(), job_id, owner),
-            ).rowcount == 1
+        return rows.release_job(self.store, job_id, owner, _now())
 
     def takeovers(self) -> int:
         """Running jobs another worker may take over now (expired lease, or no lease at all)."""
-        return int(self.store.query(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < ?)",
-            (time.time(),),
-        )[0][0])
+        return rows.count_takeovers(self.store, time.time())
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return rows.cancel_flag(self.store, job_id)
 
     def set_progress(self, job_id: str, progress: dict[str, Any], owner: str | None = None) -> bool:
         """Record progress; returns whether a cancel was requested. With `owner`: raises `JobLost`
         when the job is not that owner's any more (nothing is written)."""
-        with self.store.transaction() as c:
-            sql = "UPDATE jobs SET progress_json = ?, updated = ? WHERE id = ?"
-            args: tuple[object, ...] = (json.dumps(progress), _now(), job_id)
-            if owner is not None:
-                sql += " AND owner = ? AND state = 'running'"
-                args = (*args, owner)
-            if c.execute(sql, args).rowcount != 1 and owner is not None:
-                raise JobLost(job_id)
-            row = c.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return bool(row and row[0])
+        written, cancelled = rows.write_progress(self.store, job_id, progress, _now(), owner)
+        if not written and owner is not None:
+            raise JobLost(job_id)
+        return cancelled
 
     def finish(
         self,
@@ -270,30 +199,11 @@ class JobStore:
     ) -> bool:
         """Record a job's end; with `owner`, only while that owner still holds it (returns whether
         the row was written)."""
-        sql = (
-            "UPDATE jobs SET state = ?, report_json = ?, error = ?, owner = NULL, lease_until = NULL,"
-            " updated = ? WHERE id = ?"
-        )
-        args: tuple[object, ...] = (
-            state, json.dumps(report) if report is not None else None, error, _now(), job_id
-        )
-        if owner is not None:
-            sql += " AND owner = ? AND state = 'running'"
-            args = (*args, owner)
-        with self.store.transaction() as c:
-            return c.execute(sql, args).rowcount == 1
+        return rows.finish_job(self.store, job_id, state, report=report, error=error, stamp=_now(), owner=owner)
 
     def request_cancel(self, job_id: str) -> Job | None:
         """Cancel a job: a queued one at once, a running one at its next progress step."""
-        with self.store.transaction() as c:
-            c.execute(
-                "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, updated = ? WHERE id = ? AND state = 'queued'",
-                (_now(), job_id),
-            )
-            c.execute(
-                "UPDATE jobs SET cancel_requested = 1, updated = ? WHERE id = ? AND state = 'running'",
-                (_now(), job_id),
-            )
+        rows.cancel_job(self.store, job_id, _now())
         return self.get(job_id)
 
 
@@ -342,6 +252,7 @@ class JobWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.current: Job | None = None  # the job this worker runs now
 
     def start(self) -> int:
         """Start the worker; returns how many running jobs of a dead worker it may take over now
@@ -355,10 +266,16 @@ class JobWorker:
         self._wake.set()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop claiming; the running job stops at its next progress step and goes back to the
+        queue. When it has not stopped within `timeout`, its lease is handed back all the same (the
+        stopped thread writes nothing more: its progress writes find the job not its own)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            current = self.current
+            if self._thread.is_alive() and current is not None and self.jobs.release(current.id, self.owner):
+                log.warning("job %s handed back to the queue: its step outlasted the stop", current.id)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -374,8 +291,12 @@ class JobWorker:
             self.run_one(job)
 
     def run_one(self, job: Job) -> None:
-        with _Heartbeat(self.jobs, job.id, self.owner) as beat:
-            self._run(job, beat)
+        self.current = job
+        try:
+            with _Heartbeat(self.jobs, job.id, self.owner) as beat:
+                self._run(job, beat)
+        finally:
+            self.current = None
 
     def _run(self, job: Job, beat: _Heartbeat) -> None:
         last = [0.0]
@@ -387,9 +308,7 @@ class JobWorker:
             now = time.monotonic()
             final = progress.get("done") == progress.get("total")
             if now - last[0] < 0.2 and not final:  # throttle writes; the cancel flag is still read
-                cancelled = bool(self.jobs.store.query(
-                    "SELECT cancel_requested FROM jobs WHERE id = ?", (job.id,)
-                )[0][0])
+                cancelled = self.jobs.cancel_requested(job.id)
             else:
                 last[0] = now
                 cancelled = self.jobs.set_progress(job.id, progress, owner)

@@ -155,6 +155,7 @@ class KBService:
             for key in ("issues", "attributes", "rules"):
                 params[key] = self.core.allowed_path(p, params[key])
             params["docs"] = [self.core.allowed_path(p, d) for d in params["docs"]]
+            params.update(self.core.admitted_roots(p))
         else:
             params["uploads"] = str(uploads)
         with self._reading(uploads is not None):  # a bad file fails now (422 naming the line)
@@ -173,6 +174,7 @@ class KBService:
             if params["issues"]:
                 params["issues"] = self.core.allowed_path(p, params["issues"])
             params["docs"] = [self.core.allowed_path(p, d) for d in params["docs"] or []]
+            params.update(self.core.admitted_roots(p))
         else:
             params["uploads"] = str(uploads)
         if params["issues"]:

@@ -312,11 +312,22 @@ class Service(JobFiles):
             raise Problem(403, f"{raw!r} {exc.reason}") from None
         return str(path)
 
+    def admitted_roots(self, p: Principal) -> dict[str, Any]:
+        """The roots a job of server-side paths was admitted under, kept in its parameters: a
+        `knowtree worker` started without roots of its own reads what the replica that queued it allowed."""
+        roots = self.config.read_roots(None if p.admin else p.tenant)
+        return {"roots": [str(r) for r in roots.roots], "single_link": roots.single_link}
+
     def job_roots(self, job: Job) -> ReadRoots:
-        """What a job may read: its uploaded files, or its tenant's roots (`ServerConfig.read_roots`)."""
+        """What a job may read: its uploaded files, or its tenant's roots (`ServerConfig.read_roots`);
+        a process with no roots configured (a `knowtree worker` beside `serve --no-worker` replicas)
+        uses the roots the job was admitted under."""
         if job.params.get("uploads"):
             return ReadRoots.of([job.params["uploads"]])
-        return self.config.read_roots(None if job.tenant == LOCAL else job.tenant)
+        own = self.config.read_roots(None if job.tenant == LOCAL else job.tenant)
+        if own.roots or not job.params.get("roots"):
+            return own
+        return ReadRoots.of(job.params["roots"], single_link=bool(job.params.get("single_link")))
 
     def submit_build(self, p: Principal, name: str, paths: list[str], *, add: bool = False,
                      meta: dict[str, str] | None = None, uploads: Path | None = None) -> Job:
@@ -327,6 +338,8 @@ class Service(JobFiles):
         params: dict[str, Any] = {"paths": paths, "add": add, "meta": meta or None}
         if uploads is not None:
             params["uploads"] = str(uploads)
+        else:
+            params.update(self.admitted_roots(p))
         return self.jobs.create(p.tenant, "build", stored, params)
 
     def submit_enrich(self, p: Principal, name: str, options: dict[str, Any]) -> Job:

@@ -1,0 +1,173 @@
+"""`knowtree build --executor ray` on a local Ray cluster (a head and one more worker node, one CPU and
+a small object store each): the same tree as a one-process build (node ids, metadata, texts, index
+rows), and a Ray worker process killed (-9) mid-build: the build finishes, no finished model call is
+made again, the tree is the same. Selected with `-m ray`; they run in CI (ray is in the [ray] extra)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowtree.store import SQLiteStore
+from server_helpers import free_port
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+BIN = Path(sys.executable).parent
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("KNOWTREE_MODEL", None)
+    return env
+
+
+def _ray(*args: str) -> None:
+    subprocess.run([str(BIN / "ray"), *args], env=_env(), check=True, capture_output=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A head and one worker node on this machine, one CPU and 80 MB of object store each; stopped after."""
+    port = free_port()
+    bounds = ("--num-cpus", "1", "--object-store-memory", "80000000", "--memory", "500000000")
+    try:
+        _ray("start", "--head", "--port", str(port), "--include-dashboard=false", "--disable-usage-stats", *bounds)
+        _ray("start", "--address", f"127.0.0.1:{port}", *bounds)
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=_env(), capture_output=True, timeout=120)
+
+
+def _corpus(root: Path, docs: int = 24) -> Path:
+    rnd = random.Random(3)
+    words = "alpha beta gamma delta budget launch review ticket owner deploy cache index".split()
+    corpus = root / "corpus"
+    corpus.mkdir(exist_ok=True)
+    for i in range(docs):
+        body = " ".join(rnd.choice(words) for _ in range(900))
+        (corpus / f"doc{i:03d}.md").write_text(f"# Doc {i}\n\n{body}\n\nOwner of item {i} is person {i * 7}.\n")
+    return corpus
+
+
+def _build(root: Path, db: str, tree: str, *extra: str, model: str = "slow:0.02") -> subprocess.Popen[bytes]:
+    log = open(root / f"{tree}.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "build", str(root / "corpus"),
+         "--tree", tree, "--yes", "--db", str(root / db), "--model", model, "--quiet", *extra],
+        env=_env(), stdout=log, stderr=log, cwd=root,
+    )
+
+
+def _finished(proc: subprocess.Popen[bytes], root: Path, tree: str, timeout: float = 300) -> None:
+    assert proc.wait(timeout) == 0, (root / f"{tree}.log").read_text()[-2000:]
+
+
+def _tree(root: Path, db: str, tree: str) -> tuple[list[tuple[str, str, str]], list[tuple]]:
+    """The tree as `knowtree show --json` prints it (id, metadata, text per node), and its index rows."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "show", tree, "--db", str(root / db),
+         "--json"], env=_env(), capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    nodes = sorted((n["id"], json.dumps(n.get("meta"), sort_keys=True), n.get("text", ""))
+                   for n in json.loads(out)["nodes"])
+    store = SQLiteStore(root / db)
+    try:
+        cols = [r[1] for r in store.query("PRAGMA table_info(tree_index)") if r[1] not in ("tree", "rid")]
+        index = sorted(store.query(f"SELECT {', '.join(cols)} FROM tree_index WHERE tree = ?", (tree,)))
+    finally:
+        store.close()
+    return nodes, index
+
+
+def _ledger(root: Path, db: str) -> dict[str, Any]:
+    store = SQLiteStore(root / db)
+    try:
+        repeated = store.query("SELECT key FROM llm_calls GROUP BY key HAVING SUM(1 - cached) > 1")
+        made = store.query("SELECT COUNT(*) FROM llm_calls WHERE cached = 0")[0][0]
+        cached = store.query("SELECT COUNT(*) FROM llm_calls WHERE cached = 1")[0][0]
+        dup = store.query("SELECT COUNT(*) - COUNT(DISTINCT tree || ':' || id) FROM nodes")[0][0]
+    finally:
+        store.close()
+    return {"repeated": repeated, "made": made, "cached": cached, "duplicated": dup}
+
+
+def test_a_ray_build_makes_the_one_process_tree(tmp_path: Path, cluster: str) -> None:
+    _corpus(tmp_path)
+    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
+    _finished(_build(tmp_path, "two.db", "two", "--executor", "ray", "--ray-address", cluster), tmp_path, "two")
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
+    assert one[0] and one[0] == two[0]  # same ids, metadata and texts
+    assert one[1] and one[1] == two[1]  # same index rows
+    ledger = _ledger(tmp_path, "two.db")
+    assert ledger["made"] == len(one[0]) and ledger["repeated"] == [] and ledger["duplicated"] == 0
+
+
+def _task_processes() -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                title = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if title.startswith((b"ray::leaf_calls", b"ray::branch_calls")):
+                pids.append(int(proc.name))
+    return pids
+
+
+def test_a_killed_ray_worker_repeats_no_call_and_the_tree_is_the_same(tmp_path: Path, cluster: str) -> None:
+    _corpus(tmp_path)
+    _finished(_build(tmp_path, "one.db", "one", model="slow:0.3"), tmp_path, "one")
+    build = _build(tmp_path, "two.db", "two", "--executor", "ray", "--ray-address", cluster, "--concurrency", "2",
+                   model="slow:0.3")
+    killed = None
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and build.poll() is None:
+            busy = _task_processes()
+            if busy and (tmp_path / "two.db").exists() and _ledger(tmp_path, "two.db")["made"] >= 6:
+                killed = busy[0]
+                os.kill(killed, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+        assert killed is not None, "no Ray task process was seen running"
+        _finished(build, tmp_path, "two")
+    finally:
+        if build.poll() is None:
+            build.kill()
+    ledger = _ledger(tmp_path, "two.db")
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
+    assert one[0] == two[0] and one[1] == two[1]
+    assert ledger["repeated"] == []  # every call the killed worker finished came from the cache after
+    assert ledger["duplicated"] == 0
+    assert ledger["made"] == len(one[0])  # each node's call made once, across the kill
+
+
+def test_pdfs_read_by_ray_tasks_make_the_one_process_tree(tmp_path: Path, cluster: str) -> None:
+    from pdf_maker import make_pdf
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        make_pdf(corpus / f"report{i}.pdf", [[f"Report {i} page {p}", f"Revenue grew {i * p} percent in region {p}."]
+                                           for p in range(1, 4)])
+    (corpus / "notes.md").write_text("# Notes\n\nThe owner of the budget is Ada.\n")
+    args = ("--summaries", "none")
+    _finished(_build(tmp_path, "one.db", "one", *args), tmp_path, "one")
+    _finished(_build(tmp_path, "two.db", "two", *args, "--executor", "ray", "--ray-address", cluster), tmp_path, "two")
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
+    assert len(one[0]) > 7 and one[0] == two[0] and one[1] == two[1]

@@ -41,8 +41,12 @@ PROJECTS = "atlas beacon cobalt delta ember falcon garnet harbor".split()
 
 def paragraph(rng: random.Random, chars: int) -> str:
     """One ticket-line-like paragraph of about `chars` characters (at most `chars`)."""
-    words = [rng.choice(PEOPLE).title(), rng.choice(["closed", "reported", "approved", "moved"]),
-             rng.choice(PROJECTS), str(rng.randint(10, 99999))]
+    words = [
+        rng.choice(PEOPLE).title(),
+        rng.choice(["closed", "reported", "approved", "moved"]),
+        rng.choice(PROJECTS),
+        str(rng.randint(10, 99999)),
+    ]
     while True:
         w = rng.choice(WORDS)
         if len(" ".join(words)) + len(w) + 2 > chars:
@@ -70,8 +74,22 @@ def write_corpus(directory: Path, *, files: int, sections: int, leaf_chars: int,
 
 def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, dict[str, Any]]:
     cmd = [
-        sys.executable, "-c", "from knowtree.cli.app import main; main()", "build", str(corpus), "--tree", "t", "--summaries", "none",
-        "--model", "keyword", "--db", str(db), "--chunk-size", str(leaf_chars), "--json",
+        sys.executable,
+        "-c",
+        "from knowtree.cli.app import main; main()",
+        "build",
+        str(corpus),
+        "--tree",
+        "t",
+        "--summaries",
+        "none",
+        "--model",
+        "keyword",
+        "--db",
+        str(db),
+        "--chunk-size",
+        str(leaf_chars),
+        "--json",
     ]
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -101,6 +119,7 @@ def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict
                 return fn(*args, **kwargs)
             finally:
                 phases[name] = phases.get(name, 0.0) + time.perf_counter() - started
+
         return wrapped
 
     patches = [
@@ -146,9 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leaves", type=int, nargs="+", default=[1000, 10000], help="corpus sizes, in leaves")
     ap.add_argument("--sections", type=int, default=5, help="sections per file (2 paragraphs each)")
     ap.add_argument("--leaf-chars", type=int, default=300, help="characters per leaf (the chunk size)")
-    ap.add_argument("--library", action="store_true", help="also build through KnowTree.build with phase timers")
+    ap.add_argument(
+        "--library", action="store_true", help="also build through KnowTree.build with phase timers"
+    )
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI build")
-    ap.add_argument("--profile", type=int, default=0, help="print the top N cProfile entries of the library build")
+    ap.add_argument(
+        "--profile", type=int, default=0, help="print the top N cProfile entries of the library build"
+    )
     ap.add_argument("--workdir", type=Path, help="keep corpora and databases here (default: a temporary dir)")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
@@ -166,9 +189,16 @@ def main(argv: list[str] | None = None) -> int:
                 db.unlink(missing_ok=True)
                 seconds, report = cli_build(corpus, db, args.leaf_chars)
                 got = int(report.get("leaves", leaves))
-                row["cli"] = {"seconds": round(seconds, 2), "leaves": got, "leaves_per_s": round(got / seconds, 1),
-                              "db_mb": round(os.path.getsize(db) / 1e6, 1)}
-                print(f"cli      {leaves:>8} leaves: {seconds:8.2f} s  {got / seconds:8.1f} leaves/s", flush=True)
+                row["cli"] = {
+                    "seconds": round(seconds, 2),
+                    "leaves": got,
+                    "leaves_per_s": round(got / seconds, 1),
+                    "db_mb": round(os.path.getsize(db) / 1e6, 1),
+                }
+                print(
+                    f"cli      {leaves:>8} leaves: {seconds:8.2f} s  {got / seconds:8.1f} leaves/s",
+                    flush=True,
+                )
             if args.library:
                 db = work / f"lib-{leaves}.db"
                 db.unlink(missing_ok=True)
@@ -178,11 +208,19 @@ def main(argv: list[str] | None = None) -> int:
                     if text:
                         print(text, flush=True)
                 row["library"] = lib
-                print(f"library  {leaves:>8} leaves: {lib['seconds']:8.2f} s  {lib['leaves_per_s']:8.1f} leaves/s"
-                      f"  phases {lib['phases_s']}", flush=True)
+                print(
+                    f"library  {leaves:>8} leaves: {lib['seconds']:8.2f} s  {lib['leaves_per_s']:8.1f} leaves/s"
+                    f"  phases {lib['phases_s']}",
+                    flush=True,
+                )
             rows.append(row)
-    result = {"machine": platform.platform(), "python": platform.python_version(),
-              "leaf_chars": args.leaf_chars, "sections": args.sections, "rows": rows}
+    result = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "leaf_chars": args.leaf_chars,
+        "sections": args.sections,
+        "rows": rows,
+    }
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(rows, indent=2))

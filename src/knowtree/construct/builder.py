@@ -9,7 +9,7 @@ each reply is stored as it arrives, so a killed build resumes where it stopped.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -171,7 +171,11 @@ def build_tree(
         assert p.chunk is not None
         if not summarize:
             meta = NodeMeta()
-            return Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]), Usage(), False
+            return (
+                Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]),
+                Usage(),
+                False,
+            )
         try:
             meta, used = extract_leaf(client, p.chunk.text, taxonomy)
             failed = False
@@ -197,20 +201,26 @@ def build_tree(
         node = Node(id=p.id, kind=p.kind, level=p.level, meta=meta, children=p.children, spans=spans)
         return node, used, failed
 
+    by_level: dict[int, list[_Planned]] = {}
+    for p in planned:
+        by_level.setdefault(p.level, []).append(p)
     with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
-        levels = sorted({p.level for p in planned})
-        for lvl in levels:
-            batch = [p for p in planned if p.level == lvl]
+        # the zero-call build asks no model: a thread per node only added locking (~10% of a build)
+        run: Callable[..., Iterable[tuple[Node, Usage, bool]]] = pool.map if summarize else map
+        for lvl in sorted(by_level):
+            batch = by_level[lvl]
             work = make_leaf if lvl == 0 else make_inner
             stage = "leaves" if lvl == 0 else ("root" if batch[0].kind is NodeKind.ROOT else "branches")
-            for node, used, failed in pool.map(work, batch):
+            for node, used, failed in run(work, batch):
                 nodes[node.id] = node
                 usage.add(used)
                 fallbacks += failed
                 if node.is_leaf or len(node.children) > 1:
                     tick(stage)
     ordered = [nodes[p.id] for p in planned]
-    return BuildResult(root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents))
+    return BuildResult(
+        root_id=root_id, nodes=ordered, usage=usage, fallbacks=fallbacks, documents=list(documents)
+    )
 
 
 def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:
@@ -218,7 +228,16 @@ def _fallback_meta(text: str, exc: ModelOutputError) -> NodeMeta:
     return NodeMeta(summary=opening, fallback=f"metadata reply stayed invalid: {exc}"[:300])
 
 
+TITLE_FILES = 8  # a position title names at most this many files
+
+
 def _position_title(kids: Sequence[Node]) -> str:
     """A branch's title without a model: the files its leaves come from (not their line numbers,
-    which every edit above them would change, and with them the context of every piece below)."""
-    return "; ".join(dict.fromkeys(sp.file for k in kids for sp in k.spans))
+    which every edit above them would change, and with them the context of every piece below).
+    Past `TITLE_FILES` files it names the first and the last and counts them: a title naming every
+    file grew with the branch, and every piece's index context repeats its ancestors' titles, so a
+    tree of N files stored and indexed O(N²) characters (a 10,000-leaf build: 158 MB of contexts)."""
+    files = list(dict.fromkeys(sp.file for k in kids for sp in k.spans))
+    if len(files) <= TITLE_FILES:
+        return "; ".join(files)
+    return f"{files[0]}; …; {files[-1]} ({len(files)} files)"

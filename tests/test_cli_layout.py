@@ -65,7 +65,7 @@ def test_only_the_entry_point_imports_app_and_eval_is_imported_lazily() -> None:
 
 def test_shared_options_are_declared_once() -> None:
     declarations = {
-        path.name: path.read_text(encoding="utf-8").count('typer.Option("--db", help="SQLite database file')
+        path.name: path.read_text(encoding="utf-8").count('typer.Option("--db", help="SQLite file or postgresql:// URL')
         for path in (SRC / "cli").glob("*.py")
     }
     assert {name for name, n in declarations.items() if n} == {"options.py"}

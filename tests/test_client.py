@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from knowtree.errors import ModelCallError, ModelOutputError, TransientModelError
 from knowtree.llm.base import Completion, Message, Request
 from knowtree.llm.client import ClientOptions, LLMClient, MemoryCallStore, parse_json_tolerant
-from knowtree.store import SQLiteStore
+from knowtree.store import open_store
 from knowtree.testing.models import FunctionModel, ScriptedModel
 
 SCHEMA: dict[str, Any] = {
@@ -249,7 +249,7 @@ def test_failed_call_is_not_cached() -> None:
 
 
 def test_ledger_rows_in_sqlite(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "kb.db")
+    store = open_store(tmp_path / "kb.db")  # PostgreSQL in the suite's PostgreSQL mode
     run_id = store.start_run("ask", "t")
     model = ScriptedModel(
         [
@@ -274,7 +274,7 @@ def test_ledger_rows_in_sqlite(tmp_path: Path) -> None:
     assert (usage.calls, usage.cached, usage.input_tokens, usage.output_tokens) == (2, 1, 30, 5)
     # the cache survives the process: a new store on the same file answers the same request
     store.close()
-    again = SQLiteStore(tmp_path / "kb.db")
+    again = open_store(tmp_path / "kb.db")
     replay = ScriptedModel([])
     assert ask(LLMClient(replay, again)).cached
     again.close()

@@ -1,4 +1,4 @@
-"""SQLiteStore: migrations, atomic tree replacement, node round trips, search, runs and the ledger."""
+"""SQLiteStore and PostgresStore (the `store` fixture runs on both): migrations, atomic tree replacement, node round trips, search, runs and the ledger."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import open_test_store
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.store import SQLiteStore
 from knowtree.store.migrations import MIGRATIONS
@@ -66,9 +67,9 @@ def save(
     store.save_tree(name, root_id=root_id, nodes=nodes, documents=docs, model="keyword", settings={"x": 1})
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "kb.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLiteStore]:
+    s = open_test_store(request.param, request, tmp_path / "kb.db")
     yield s
     s.close()
 

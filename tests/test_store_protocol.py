@@ -1,5 +1,5 @@
-"""The store interface (store/protocol.py): one contract, run against SQLiteStore(":memory:") and the
-dict-based InMemoryStore, so the fake behaves like the real store wherever `Store` is used."""
+"""The store interface (store/protocol.py): one contract, run against SQLiteStore(":memory:"),
+PostgresStore (a fresh database on the session's PostgreSQL) and the dict-based InMemoryStore, so the fake behaves like the real store wherever `Store` is used."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from conftest import open_test_store
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
-from knowtree.store import SQLiteStore
+from knowtree.store import PostgresStore, SQLiteStore
 from knowtree.store.inmemory import InMemoryStore
 from knowtree.store.protocol import SQLStore, Store
 from knowtree.types import Document, Node, NodeKind, NodeMeta, Span, Usage
@@ -57,9 +58,9 @@ def _save(store: Store, name: str = "t", word: str = "quarterly", **kw: object) 
     return nodes
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "postgresql", "memory"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    s: Store = SQLiteStore(":memory:") if request.param == "sqlite" else InMemoryStore()
+    s: Store = InMemoryStore() if request.param == "memory" else open_test_store(request.param, request)
     yield s
     s.close()
 
@@ -74,6 +75,7 @@ def test_both_stores_implement_the_protocol_with_the_same_signatures() -> None:
     for name in members:
         want = inspect.signature(getattr(SQLStore, name))
         assert inspect.signature(getattr(SQLiteStore, name)).parameters.keys() == want.parameters.keys(), name
+        assert inspect.signature(getattr(PostgresStore, name)).parameters.keys() == want.parameters.keys(), name
         if hasattr(Store, name) and name in Store.__dict__:
             assert (
                 inspect.signature(getattr(InMemoryStore, name)).parameters.keys() == want.parameters.keys()

@@ -30,7 +30,7 @@ from knowtree.errors import InputError
 from knowtree.ingest.formats import ALL_SUFFIXES, FORMATS
 from knowtree.ingest.roots import ReadRoots
 from knowtree.server.tenancy import KeyStore, Principal
-from knowtree.store import SQLiteStore
+from knowtree.store import open_store
 from knowtree.store.inmemory import InMemoryStore
 from knowtree.store.migrations import MIGRATIONS, migrate
 from knowtree.store.names import owner_of
@@ -141,7 +141,7 @@ def test_the_local_owner_still_sees_every_run_under_its_label(tmp_path: Path) ->
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "memory"])
 def test_runs_are_selected_by_owner_exactly(tmp_path: Path, store_kind: str) -> None:
-    store = SQLiteStore(str(tmp_path / "s.db")) if store_kind == "sqlite" else InMemoryStore()
+    store = open_store(str(tmp_path / "s.db")) if store_kind == "sqlite" else InMemoryStore()
     store.start_run("kb-ask", "acme:hp", "q", space="kb")
     store.start_run("build", "kb:notes")  # tenant kb's tree `notes`
     store.start_run("ask", "acme:docs")

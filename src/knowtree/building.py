@@ -45,7 +45,7 @@ from knowtree.ingest.sources import has_structured_input, load_sources
 from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
 from knowtree.llm.client import LLMClient
-from knowtree.store import SQLiteStore
+from knowtree.store import SQLStore
 from knowtree.store.docinfo import doc_infos, save_doc_infos
 from knowtree.types import Document, Usage
 
@@ -54,7 +54,7 @@ class Host(Protocol):
     """What the build needs of a `KnowTree`."""
 
     settings: Settings
-    store: SQLiteStore
+    store: SQLStore
 
     @property
     def model(self) -> Model: ...
@@ -70,7 +70,7 @@ class Host(Protocol):
 
 # -- the guards' view of the store ---------------------------------------------------------
 def check_target(
-    store: SQLiteStore,
+    store: SQLStore,
     tree: str,
     *,
     kind: str,
@@ -96,7 +96,7 @@ def check_target(
     check_stored(stored, tree, kind=kind, paths=paths, add=add, replace=replace, action=action)
 
 
-def is_chunk_tree(store: SQLiteStore, tree: str) -> bool:
+def is_chunk_tree(store: SQLStore, tree: str) -> bool:
     """An existing document tree built in chunks (no per-document records, unlike a collection)."""
     return store.tree_exists(tree) and store.tree_info(tree).kind == "document" and not doc_infos(store, tree)
 

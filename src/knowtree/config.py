@@ -29,7 +29,7 @@ CollectionStrategy = Literal["auto", "describe", "metadata", "semantic"]
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    db: str = Field("knowtree.db", description="SQLite database file")
+    db: str = Field("knowtree.db", description="SQLite file or postgresql:// URL")
     model: str = Field(
         "local",
         description="local | local:FILE.gguf | openai:MODEL[@BASE_URL] | ollama:MODEL | anthropic:MODEL | keyword",

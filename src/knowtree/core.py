@@ -18,7 +18,7 @@ from knowtree.config import Settings
 from knowtree.construct.builder import Progress
 from knowtree.construct.estimate import Confirm
 from knowtree.construct.report import BuildReport, RemoveReport
-from knowtree.errors import ConfigError, NotFoundError
+from knowtree.errors import ConfigError
 from knowtree.host import Run
 from knowtree.ingest.roots import ReadRoots
 from knowtree.ingest.structure import StructuredDocument
@@ -26,7 +26,7 @@ from knowtree.llm.base import Model
 from knowtree.llm.client import ClientOptions, LLMClient, cost_cap_problem
 from knowtree.retrieve.indexcache import IndexCache
 from knowtree.retrieve.indexcache import attach as attach_tree_index
-from knowtree.store import SQLiteStore, SQLStore
+from knowtree.store import SQLStore, open_store
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
@@ -60,11 +60,8 @@ class KnowTree:
         else:
             settings = settings.with_overrides(db=str(db) if db is not None else None, **overrides)
         self.settings = settings
-        if not create and settings.db != ":memory:" and not Path(settings.db).exists():
-            raise NotFoundError(
-                f"no knowtree database at {settings.db}: build a tree first (KnowTree.build)"
-            )
-        self.store: SQLStore = SQLiteStore(settings.db, busy_timeout=settings.busy_timeout)
+        # a file must exist unless `create` (a URL's database always does)
+        self.store: SQLStore = open_store(settings.db, create=create, busy_timeout=settings.busy_timeout)
         attach_tree_index(self.store)  # a tree's index is saved with it, in the same transaction
         self._indexes = IndexCache(self.store)  # and read once, kept while its tree does not change
         self._model: Model | None = model

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from knowtree.config import Settings
     from knowtree.llm.base import Model
     from knowtree.llm.client import LLMClient
-    from knowtree.store.sqlite import SQLiteStore
+    from knowtree.store.protocol import SQLStore
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Host(Protocol):
     """A knowtree database as the facades see it (`KnowTree` is one)."""
 
     settings: Settings
-    store: SQLiteStore
+    store: SQLStore
 
     @property
     def model(self) -> Model: ...

@@ -43,17 +43,18 @@ from knowtree.ingest.kb_inputs import (
 )
 from knowtree.retrieve.kbindex import KBIndexes
 from knowtree.store import kb as kbstore
+from knowtree.store.dialect import is_url
 
 if TYPE_CHECKING:
     from knowtree.host import Host
     from knowtree.llm.client import LLMClient
-    from knowtree.store.sqlite import SQLiteStore
+    from knowtree.store.protocol import SQLStore
 
 
 class StoredRows:
     """The KB builder's reads and writes (`construct.kb.builder.KBRows`), on this KB's store rows."""
 
-    def __init__(self, store: SQLiteStore, name: str) -> None:
+    def __init__(self, store: SQLStore, name: str) -> None:
         self.store, self.name = store, name
 
     def save_parts(self, **parts: Any) -> None:
@@ -110,7 +111,10 @@ class KB:
     # -- plumbing ------------------------------------------------------------------------------
     def indexes(self, embedder: str | None = None) -> KBIndexes:
         if self._indexes is None:
-            self._indexes = KBIndexes(self.kt.store.path, self.name, embedder or self._embedder)
+            # the flat indexes live in an SQLite file beside the store's rows; a PostgreSQL store's
+            # are kept in memory (built from its rows on first use in a process)
+            path = ":memory:" if is_url(self.kt.store.path) else self.kt.store.path
+            self._indexes = KBIndexes(path, self.name, embedder or self._embedder)
         return self._indexes
 
     def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:

@@ -98,7 +98,22 @@ class Memory:
         """Add messages (one exchange or many) to the memory; returns what it cost. A message whose add
         key (`ChatMessage.key`, set by the server) the memory holds already, or a second one with the
         same key, is skipped: a retried or resumed add stores each message once (keys are saved with
-        their messages, in one transaction)."""
+        their messages, in one transaction). Adders of one memory in several processes take turns
+        (`Store.hold_tree`: each reads the state the previous one wrote)."""
+        with self.kt.store.hold_tree(self.name):
+            return self._add(
+                messages, batch_size=batch_size, progress=progress, on_client=on_client, skipped=skipped
+            )
+
+    def _add(
+        self,
+        messages: Sequence[ChatMessage | dict[str, Any]],
+        *,
+        batch_size: int | None,
+        progress: Progress | None,
+        on_client: Callable[[Any], None] | None,
+        skipped: int,
+    ) -> AddReport:
         started = time.monotonic()
         msgs = parse_messages(messages)
         if any(m.key is not None for m in msgs):
@@ -195,6 +210,10 @@ class Memory:
         its place, and the summaries that described it are written again from what is left (the
         topic call for its topic, merge calls for the ancestors: O(depth) calls, cached like an
         `add`'s; see `knowtree.construct.forget`). NotFoundError when there is no such message."""
+        with self.kt.store.hold_tree(self.name):
+            return self._delete_message(position)
+
+    def _delete_message(self, position: int) -> DeleteReport:
         started = time.monotonic()
         self._check_kind()
         rows = self.kt.store.load_messages(self.name)

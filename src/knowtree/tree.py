@@ -17,6 +17,7 @@ from knowtree.answer.modes import is_structured
 from knowtree.answer.router import Plan, route
 from knowtree.answer.walk import EventSink, Walker, WalkOptions
 from knowtree.errors import NotFoundError
+from knowtree.store.dialect import is_url
 from knowtree.types import Answer, Node, NodeMeta, TreeInfo
 
 if TYPE_CHECKING:
@@ -239,7 +240,8 @@ class Tree:
             walk_options=walk_options or self.walk_options(),
             notes=expert_notes([n.text for n in list_experts(store, self.name)], question),
             documents=doc_infos(store, self.name),
-            index_path=store.path if store.path != ":memory:" else None,
+            # the collection's flat index: in the SQLite file; in memory for ":memory:" or PostgreSQL
+            index_path=store.path if store.path != ":memory:" and not is_url(store.path) else None,
             index_name=index_name(self.name),
             summarize=self._summarizer(client) if lazy else None,
             answer=answer,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.treeindex import TreeIndex
     from knowtree.retrieve.treescore import TreeShape
     from knowtree.retrieve.treesearch import Evidence, Found, Rerank
-    from knowtree.store import SQLiteStore
+    from knowtree.store import SQLStore
 
 GROUP = 8  # children per inner node when the dataset gives no structure (knowtree's max_children)
 
@@ -180,7 +180,7 @@ def corpus_tree(corpus: Corpus) -> CorpusTree:
 class Built:
     """One corpus's tree as an index: the in-memory store holding it, and what the metrics need."""
 
-    store: SQLiteStore
+    store: SQLStore
     index: TreeIndex
     shape: TreeShape
     piece_passage: dict[str, str]
@@ -226,12 +226,15 @@ class TreeMethod:
             return self._built[ctx.corpus.id]
         from knowtree.retrieve.treeindex import TreeIndex
         from knowtree.retrieve.treesearch import DENSE_SECONDS, shape_of
-        from knowtree.store import SQLiteStore
+        from knowtree.store import open_store
+        from knowtree.store.dialect import is_url
 
         tree = corpus_tree(ctx.corpus)
         if self.summarize:
             tree = self._summarized(tree, ctx)
-        store = SQLiteStore(":memory:")
+        # the working store: in memory, or the PostgreSQL database of `--db URL` (a file --db keeps
+        # only the flat methods' indexes)
+        store = open_store(ctx.db if is_url(ctx.db) else ":memory:")
         name = re.sub(r"\W", "_", ctx.corpus.id)[:60] or "corpus"
         store.save_tree(
             name,

@@ -110,11 +110,11 @@ def check_command(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     index's. Exits 3 when something is wrong; the file is never changed."""
     from knowtree.config import Settings
     from knowtree.errors import KnowtreeError
-    from knowtree.store.guard import full_check
+    from knowtree.store.opening import check_target
 
     try:
         path = Settings.load({"db": db}).db
-        report = full_check(path)
+        report = check_target(path)
     except KnowtreeError as exc:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise

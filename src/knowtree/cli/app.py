@@ -3,7 +3,7 @@
 This module only builds the typer app and registers the command modules, one per group of
 commands: `trees` (build, enrich, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
 `docs` (export, import), `serve` (serve, mcp), `doctor`, and the sub-commands `chat`, `expert`, `keys`,
-`kb`, `model`.
+`kb`, `model`, `db`.
 Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
 `common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
 
@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from knowtree.cli import admin, chat, docs, doctor, expert, kb, keys, model, serve, trees
+from knowtree.cli import admin, chat, db, docs, doctor, expert, kb, keys, model, serve, trees
 from knowtree.cli.eval import eval_command
 
 app = typer.Typer(
@@ -71,6 +71,7 @@ app.add_typer(expert.expert_app, name="expert")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(kb.kb_app, name="kb")
 app.add_typer(model.model_app, name="model")
+app.add_typer(db.db_app, name="db")
 
 
 def main() -> None:

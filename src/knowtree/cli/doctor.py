@@ -113,16 +113,17 @@ def check_generation(path: Path | None, timeout: float, *, build_ok: bool = True
 def check_store(db: str | None) -> Check:
     from knowtree.config import Settings
     from knowtree.errors import KnowtreeError
-    from knowtree.store.guard import full_check
+    from knowtree.store.dialect import is_url
+    from knowtree.store.opening import check_target, store_kind
 
     try:
         path = Settings.load({"db": db}).db
     except KnowtreeError as exc:
         return Check("store", "fail", str(exc), "fix the setting it names")
-    if db is None and not Path(path).exists():
+    if db is None and not is_url(path) and not Path(path).exists():
         return Check("store", "skip", f"no database at {path} (pass --db)")
     try:
-        report = full_check(path)
+        report = check_target(path)
     except KnowtreeError as exc:
         return Check("store", "fail", str(exc), "pass --db with an existing knowtree database")
     if not report.ok:
@@ -131,7 +132,7 @@ def check_store(db: str | None) -> Check:
             "restore the file from a backup, or export what can be read (`knowtree export`) into a new database",
         )  # fmt: skip
     return Check(
-        "store", "ok", f"{path}: {report.trees} tree(s), {report.pages} pages, integrity and index ok"
+        "store", "ok", f"{store_kind(path)} {report.path}: {report.trees} tree(s), {report.pages} pages, integrity and index ok"
     )
 
 

@@ -56,7 +56,7 @@ def eval_command(
     ] = "eval-out",
     k: Annotated[int, typer.Option("--k", "-k", help="passages retrieved per question")] = 5,
     db: Annotated[
-        str | None, typer.Option("--db", help="SQLite file keeping retrieval indexes between runs")
+        str | None, typer.Option("--db", help="SQLite file (or postgresql:// URL) keeping indexes between runs")
     ] = None,
     pages: Annotated[
         str | None,

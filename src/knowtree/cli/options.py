@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite database file [default: ./knowtree.db]")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite file or postgresql:// URL [default: ./knowtree.db]")]
 ModelOpt = Annotated[
     str | None,
     typer.Option(

@@ -129,9 +129,12 @@ def check_database(db: str | None, level: str) -> None:
     import time
 
     from knowtree.config import Settings
+    from knowtree.store.dialect import is_url
     from knowtree.store.guard import preflight
 
     path = Settings.load({"db": db}).db
+    if is_url(path):  # PostgreSQL checks its own pages; its schema is checked when the store opens
+        return
     started = time.perf_counter()
     preflight(path, level)  # type: ignore[arg-type]
     logging.getLogger("knowtree.server").info(

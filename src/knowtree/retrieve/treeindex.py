@@ -38,6 +38,7 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
+from knowtree.store import dialect
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.types import Node, content_hash
 
@@ -75,7 +76,7 @@ def _doc_context(conn: sqlite3.Connection, tree: str) -> dict[str, str]:
         rows = conn.execute(
             "SELECT path, node_id, description, meta_json FROM doc_info WHERE tree = ?", (tree,)
         ).fetchall()
-    except sqlite3.OperationalError:  # a database before the collections migration
+    except dialect.OperationalError:  # a database before the collections migration
         return {}
     out: dict[str, str] = {}
     for path, node_id, description, meta_json in rows:
@@ -228,7 +229,9 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
             for e in changed
         ],
     )
-    if changed:  # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry
+    # the FTS row shares the entry's rowid (`rid`) and reads its text from the entry (SQLite; PostgreSQL
+    # searches the entries themselves, see `TreeIndex.lexical`)
+    if changed and dialect.dialect_of(conn) == dialect.SQLITE:
         conn.execute(
             "INSERT INTO tree_index_fts(rowid, tree, id, body) SELECT rid, tree, id, body FROM tree_index"
             " WHERE rid > ?",
@@ -243,8 +246,9 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
         conn.execute("DELETE FROM tree_index_state WHERE tree = ?", (tree,))
     else:
         conn.execute(
-            "INSERT OR REPLACE INTO tree_index_state(tree, signature, entries, updated, content)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO tree_index_state(tree, signature, entries, updated, content) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (tree) DO UPDATE SET signature = excluded.signature, entries = excluded.entries,"
+            " updated = excluded.updated, content = excluded.content",
             (
                 tree,
                 sig,
@@ -265,6 +269,9 @@ def sync_entries(conn: sqlite3.Connection, tree: str, nodes: Sequence[Node] | No
 def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500) -> None:
     """Delete entries and their FTS rows (an external-content FTS row is deleted with the text it indexed)."""
     for part, marks in in_batches(rids, chunk):
+        if dialect.dialect_of(conn) == dialect.POSTGRESQL:  # no FTS table of its own there
+            conn.execute(f"DELETE FROM tree_index WHERE rid IN ({marks})", part)
+            continue
         conn.execute(
             "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
             f" SELECT 'delete', rid, tree, id, body FROM tree_index WHERE rid IN ({marks})",
@@ -275,11 +282,12 @@ def _delete_rows(conn: sqlite3.Connection, rids: Sequence[int], chunk: int = 500
 
 def drop_entries(conn: sqlite3.Connection, tree: str) -> None:
     """Forget a tree's index (its tree is gone)."""
-    conn.execute(
-        "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
-        " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
-        (tree,),
-    )
+    if dialect.dialect_of(conn) == dialect.SQLITE:
+        conn.execute(
+            "INSERT INTO tree_index_fts(tree_index_fts, rowid, tree, id, body)"
+            " SELECT 'delete', rid, tree, id, body FROM tree_index WHERE tree = ?",
+            (tree,),
+        )
     for table in ("tree_index", "tree_index_vec", "tree_index_state"):
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
 
@@ -341,7 +349,7 @@ class TreeIndex:
             rows = self.store.read(
                 lambda c: c.execute(
                     "SELECT id, node, parent, leaf, ord, text, context, body_hash, cite_json FROM tree_index"
-                    " WHERE tree = ? ORDER BY leaf DESC, ord, rowid",
+                    " WHERE tree = ? ORDER BY leaf DESC, ord, rid",
                     (self.tree,),
                 ).fetchall()
             )
@@ -359,11 +367,20 @@ class TreeIndex:
             "SELECT id, bm25(tree_index_fts) FROM tree_index_fts WHERE tree_index_fts MATCH ? AND tree = ?"
             " ORDER BY bm25(tree_index_fts) LIMIT ?"
         )
-        try:
-            rows = self.store.read(
-                lambda c: c.execute(sql, (match_expression(terms), self.tree, limit)).fetchall()
+        match = match_expression(terms)
+        if getattr(self.store, "dialect", dialect.SQLITE) == dialect.POSTGRESQL:
+            # a stand-in until the tree index's PostgreSQL search (scaleidx): ts_rank, negated like bm25
+            sql = (
+                "SELECT id, -ts_rank(to_tsvector('english', body), q) AS s FROM tree_index,"
+                " to_tsquery('english', ?) AS q WHERE tree = ? AND to_tsvector('english', body) @@ q"
+                " ORDER BY s, rid LIMIT ?"
             )
-        except sqlite3.OperationalError as exc:  # every term is quoted: should not happen
+            match = " | ".join("".join(ch for ch in t if ch.isalnum()) for t in terms if any(ch.isalnum() for ch in t))
+            if not match:
+                return {}
+        try:
+            rows = self.store.read(lambda c: c.execute(sql, (match, self.tree, limit)).fetchall())
+        except dialect.OperationalError as exc:  # every term is quoted: should not happen
             raise StoreError(f"index search failed for {question[:80]!r} ({exc})") from exc
         return {str(r[0]): -float(r[1]) for r in rows}
 
@@ -408,7 +425,8 @@ class TreeIndex:
 
             def save(c: sqlite3.Connection) -> None:
                 c.executemany(
-                    "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
                     [
                         (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                         for r, v in zip(missing, fresh, strict=True)
@@ -436,7 +454,8 @@ class TreeIndex:
     def _store_vectors(self, embedder: Embedder, rows: Sequence[IndexRow], vecs: np.ndarray) -> None:
         self.store.write(
             lambda c: c.executemany(
-                "INSERT OR REPLACE INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
                 [
                     (self.tree, r.id, embedder.id, r.hash, v.tobytes())
                     for r, v in zip(rows, vecs, strict=True)

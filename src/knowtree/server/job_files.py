@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowtree.server.jobs import Job, JobStore
+from knowtree.store.dialect import is_url
+from knowtree.store.postgres import redact
 
 if TYPE_CHECKING:
     from knowtree.core import KnowTree
@@ -60,7 +62,9 @@ class JobFiles:
         root = str(self.upload_root().resolve())
         text = re.sub(re.escape(root) + r"/[0-9a-f]{32}/", "", text)
         db = self.kt.settings.db
-        if db != ":memory:":
+        if is_url(db):
+            text = text.replace(db, "the database").replace(redact(db), "the database")
+        elif db != ":memory:":
             full = Path(db).resolve()
             text = text.replace(str(full), "the database").replace(str(full.parent) + "/", "")
         return text

@@ -37,6 +37,7 @@ from knowtree.server.models import (
 )
 from knowtree.server.problems import Problem
 from knowtree.server.tenancy import LOCAL, Principal
+from knowtree.store.dialect import is_url
 from knowtree.store.runs import run_label
 from knowtree.tree import Tree
 from knowtree.types import Answer, NavStep, Node, TreeInfo
@@ -73,7 +74,7 @@ class Service(JobFiles):
         if self.config.upload_dir is not None:
             return self.config.upload_dir
         db = self.kt.settings.db
-        if db == ":memory:":
+        if db == ":memory:" or is_url(db):  # no folder of the database's to put them beside
             import tempfile
 
             return Path(tempfile.gettempdir()) / "knowtree-uploads"

@@ -16,6 +16,7 @@ import copy
 import re
 import uuid
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -62,6 +63,9 @@ class InMemoryStore:
 
     def close(self) -> None:
         pass
+
+    def hold_tree(self, name: str) -> AbstractContextManager[object]:
+        return nullcontext()  # one process holds the dicts
 
     def on_save_tree(self, fn: SaveHook | TreeHook) -> None:
         self._on_save.append(save_hook(fn))

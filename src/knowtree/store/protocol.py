@@ -98,6 +98,11 @@ class Store(Protocol):
 
     def tree_settings(self, name: str) -> dict[str, object]: ...
 
+    def hold_tree(self, name: str) -> AbstractContextManager[object]:
+        """Across transactions: one process at a time works on the tree `name` (a memory's add reads
+        its state, then writes it step by step). A no-op where one process owns the store."""
+        ...
+
     def search_nodes(self, name: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Lexical search over node text and metadata: (node id, score), best first."""
         ...

@@ -1,5 +1,9 @@
-"""How nodes and messages are laid out in SQLite rows: the `nodes` table, its `nodes_fts` full-text
-twin and the `messages` table (migrations 1, 3 and 5).
+"""How nodes and messages are laid out in rows: the `nodes` table, its `nodes_fts` full-text twin
+and the `messages` table (migrations 1, 3 and 5; PostgreSQL's baseline).
+
+The full-text twin differs by dialect (`store/dialect.py`): on SQLite an FTS5 table whose rowid is
+the node row's rowid; on PostgreSQL a table keyed by (tree, id) with a generated `tsvector` column
+(GIN index), its rows going with their node's by cascade.
 
 One place for the row format, used by `SQLiteStore` and by readers that load a tree's nodes on
 a connection they were handed (the tree index in `retrieve/treeindex.py`).
@@ -8,11 +12,11 @@ a connection they were handed (the tree index in `retrieve/treeindex.py`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from knowtree.store.dialect import POSTGRESQL, dialect_of
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
 T = TypeVar("T")
@@ -35,7 +39,7 @@ def node_from_row(row: tuple) -> Node:
     )
 
 
-def load_tree_nodes(c: sqlite3.Connection, tree: str, ids: Collection[str] | None = None) -> dict[str, Node]:
+def load_tree_nodes(c: Any, tree: str, ids: Collection[str] | None = None) -> dict[str, Node]:
     """Every node of `tree` by id, or only those of `ids` that exist (no existence check: a missing
     tree has none)."""
     if ids is None:
@@ -63,32 +67,38 @@ def fts_body(node: Node) -> str:
     return "\n".join([*fields, node.text])
 
 
+NODE_ROW = ("tree", "id", "kind", "level", "position", "parent", "children_json", "meta_json", "text", "spans_json")
+
+
 def insert_nodes(
-    c: sqlite3.Connection,
+    c: Any,
     name: str,
     nodes: Sequence[Node],
     parents: Mapping[str, str],
     positions: Mapping[str, int],
 ) -> None:
     """Write nodes and their full-text rows (the caller deleted any previous rows with these ids)."""
+    rows = [
+        (
+            name,
+            n.id,
+            n.kind.value,
+            n.level,
+            positions.get(n.id, 0),
+            parents.get(n.id),
+            json.dumps(n.children),
+            n.meta.model_dump_json(),
+            n.text,
+            json.dumps([s.model_dump() for s in n.spans]),
+        )
+        for n in nodes
+    ]
+    if dialect_of(c) == POSTGRESQL:  # COPY: a tree of 10,000 nodes is written in one stream
+        c.copy_rows("nodes", NODE_ROW, rows)
+        c.copy_rows("nodes_fts", ("tree", "id", "body"), [(name, n.id, fts_body(n)) for n in nodes])
+        return
     c.executemany(
-        "INSERT INTO nodes(tree, id, kind, level, position, parent, children_json, meta_json,"
-        " text, spans_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                name,
-                n.id,
-                n.kind.value,
-                n.level,
-                positions.get(n.id, 0),
-                parents.get(n.id),
-                json.dumps(n.children),
-                n.meta.model_dump_json(),
-                n.text,
-                json.dumps([s.model_dump() for s in n.spans]),
-            )
-            for n in nodes
-        ],
+        f"INSERT INTO nodes({', '.join(NODE_ROW)}) VALUES ({', '.join('?' * len(NODE_ROW))})", rows
     )
     # a full-text row is keyed by its node row's rowid: replaced and deleted by key, never by a scan
     c.executemany(
@@ -98,17 +108,23 @@ def insert_nodes(
     )
 
 
-def delete_nodes(c: sqlite3.Connection, name: str, ids: Sequence[str]) -> None:
+def delete_nodes(c: Any, name: str, ids: Sequence[str]) -> None:
     """Remove nodes of `name` by id, their full-text rows first (keyed by the node row's rowid)."""
     gone = [(name, i) for i in ids]
+    if dialect_of(c) == POSTGRESQL:  # its full-text row goes by cascade
+        c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
+        return
     c.executemany(
         "DELETE FROM nodes_fts WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)", gone
     )
     c.executemany("DELETE FROM nodes WHERE tree = ? AND id = ?", gone)
 
 
-def delete_tree_fts(c: sqlite3.Connection, name: str) -> None:
+def delete_tree_fts(c: Any, name: str) -> None:
     """Remove a tree's full-text rows by key (its node rows are found through their index)."""
+    if dialect_of(c) == POSTGRESQL:
+        c.execute("DELETE FROM nodes_fts WHERE tree = ?", (name,))
+        return
     c.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT rowid FROM nodes WHERE tree = ?)", (name,))
 
 
@@ -126,21 +142,24 @@ def touched(previous: str | None) -> str:
     return now.isoformat(timespec="microseconds")
 
 
-def touch_tree(c: sqlite3.Connection, name: str) -> None:
+def touch_tree(c: Any, name: str) -> None:
     """Mark the tree `name` changed in place (its `updated` time moves on: `touched`)."""
     row = c.execute("SELECT updated FROM trees WHERE name = ?", (name,)).fetchone()
     if row is not None:
         c.execute("UPDATE trees SET updated = ? WHERE name = ?", (touched(row[0]), name))
 
 
-def update_node_meta(c: sqlite3.Connection, name: str, node: Node, meta: NodeMeta) -> None:
+def update_node_meta(c: Any, name: str, node: Node, meta: NodeMeta) -> None:
     """Replace one node's metadata and refresh its full-text row (its node row exists), by key; the
     tree is marked changed (`touch_tree`), so its index re-derives what the new metadata changed."""
     c.execute(
         "UPDATE nodes SET meta_json = ? WHERE tree = ? AND id = ?", (meta.model_dump_json(), name, node.id)
     )
+    where = "tree = ? AND id = ?" if dialect_of(c) == POSTGRESQL else (
+        "rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)"
+    )
     c.execute(
-        "UPDATE nodes_fts SET body = ? WHERE rowid = (SELECT rowid FROM nodes WHERE tree = ? AND id = ?)",
+        f"UPDATE nodes_fts SET body = ? WHERE {where}",
         (fts_body(node.model_copy(update={"meta": meta})), name, node.id),
     )
     touch_tree(c, name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
+from typing import Any
 
 from knowtree.errors import StoreError
 
@@ -63,15 +63,16 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-def mark_interrupted(conn: sqlite3.Connection, now: str) -> int:
+def mark_interrupted(conn: Any, now: str) -> int:
     """Inside a write transaction: mark 'running' runs whose process is gone as 'interrupted'."""
-    rows = conn.execute("SELECT id, pid, host FROM runs WHERE status = 'running'").fetchall()
+    # in id order: concurrent writers (PostgreSQL) lock the rows they update in one order, no deadlock
+    rows = conn.execute("SELECT id, pid, host FROM runs WHERE status = 'running' ORDER BY id").fetchall()
     gone = [(now, r[0]) for r in rows if not process_alive(r[1], r[2])]
     conn.executemany("UPDATE runs SET status = 'interrupted', finished = ? WHERE id = ?", gone)
     return len(gone)
 
 
-def busy_error(path: str, exc: sqlite3.OperationalError, timeout: float) -> StoreError:
+def busy_error(path: str, exc: Exception, timeout: float) -> StoreError:
     """A one-line error for a database still locked after the busy timeout (others pass through)."""
     text = str(exc)
     if "locked" in text or "busy" in text:

@@ -1,0 +1,187 @@
+"""Many processes writing to one PostgreSQL store at once (issue 36): builders run the CLI
+(`knowtree build … --db URL --model keyword --summaries none`, each build a new tree of new files)
+and chatters add messages to ONE shared memory through the library (`Memory.add`, two messages at a
+time), all for `--seconds`. Then every write is read back: each build that reported success has its
+tree with its documents, and the memory holds every message a chatter was told was stored, once,
+at distinct positions. Prints a JSON report; exits 1 on any error or anything missing.
+
+    PYTHONPATH=src python benchmarks/bench_pg_writers.py --dir /tmp/pg-bench --seconds 60
+    PYTHONPATH=src python benchmarks/bench_pg_writers.py --db postgresql://… --seconds 60
+
+`--dir` starts (or reuses) a local PostgreSQL there (`knowtree db start --dir`); `--db` uses a
+database given by URL (it should be empty: the trees and the memory are made here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MEMORY = "shared-chat"
+
+
+def _knowtree() -> list[str]:
+    return [sys.executable, "-c", "from knowtree.cli.app import main; main()"]
+
+
+def builder(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
+    """Build new trees from new files until the time is up; log each build's outcome."""
+    deadline = time.monotonic() + seconds
+    work = Path(tempfile.mkdtemp(prefix=f"kt-builder{ident}-"))
+    round_ = 0
+    with log.open("a", encoding="utf-8") as out:
+        while time.monotonic() < deadline:
+            docs = work / f"r{round_}"
+            docs.mkdir()
+            for j in range(3):
+                (docs / f"d{j}.txt").write_text(
+                    f"Builder {ident} round {round_} document {j}: the lighthouse keeper logged "
+                    f"{round_ * 10 + j} ships and calm weather.\n",
+                    encoding="utf-8",
+                )
+            tree = f"b{tag}-{ident}-{round_}"
+            started = time.monotonic()
+            done = subprocess.run(
+                [*_knowtree(), "build", str(docs), "--tree", tree, "--db", url, "--model", "keyword",
+                 "--summaries", "none"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            out.write(json.dumps({
+                "kind": "build", "tree": tree, "documents": 3, "ok": done.returncode == 0,
+                "seconds": time.monotonic() - started, "error": done.stderr[-500:] if done.returncode else "",
+            }) + "\n")  # fmt: skip
+            out.flush()
+            round_ += 1
+
+
+def chatter(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
+    """Add two messages at a time to the shared memory until the time is up; log each add."""
+    from knowtree.core import KnowTree
+
+    kt = KnowTree(url, model="keyword", read_env=False, summaries="none")
+    deadline = time.monotonic() + seconds
+    i = 0
+    with log.open("a", encoding="utf-8") as out:
+        while time.monotonic() < deadline:
+            texts = [f"run {tag} chatter {ident} message {i} asks about harbour {i}", f"run {tag} chatter {ident} message {i + 1} answers"]
+            started = time.monotonic()
+            try:
+                kt.memory(MEMORY).add([{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}])
+                error = ""
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+            out.write(json.dumps({
+                "kind": "chat", "texts": texts, "ok": not error, "seconds": time.monotonic() - started, "error": error,
+            }) + "\n")  # fmt: skip
+            out.flush()
+            i += 2
+    kt.store.close()
+
+
+def verify(url: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Read every logged write back."""
+    from knowtree.store import open_store
+
+    store = open_store(url)
+    missing: list[str] = []
+    for r in (r for r in records if r["kind"] == "build" and r["ok"]):
+        if not store.tree_exists(r["tree"]) or store.tree_info(r["tree"]).documents != r["documents"]:
+            missing.append(f"tree {r['tree']}")
+    rows = store.load_messages(MEMORY) if store.tree_exists(MEMORY) else []
+    contents = [str(row["content"]) for row in rows]
+    positions = [int(row["position"]) for row in rows]  # type: ignore[call-overload]
+    wanted = [t for r in records if r["kind"] == "chat" and r["ok"] for t in r["texts"]]
+    tag = wanted[0].split()[1] if wanted else ""
+    contents = [c for c in contents if c.split()[1:2] == [tag]]  # this run's (a reused database keeps older ones)
+    missing += [f"message {t!r}" for t in wanted if t not in contents]
+    duplicated = len(contents) - len(set(contents))
+    store.close()
+    return {
+        "missing": missing[:20],
+        "missing_count": len(missing),
+        "messages_stored": len(contents),
+        "duplicate_messages": duplicated,
+        "distinct_positions": len(set(positions)) == len(positions),
+    }
+
+
+def run(url: str, seconds: float, builders: int, chatters: int) -> dict[str, Any]:
+    logs = Path(tempfile.mkdtemp(prefix="kt-writers-"))
+    tag = logs.name.rsplit("-", 1)[-1]
+    import knowtree
+
+    # the workers (and the CLI they run) import this knowtree, whatever the working directory
+    here = str(Path(knowtree.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )}  # fmt: skip
+    procs = []
+    started = time.monotonic()
+    for kind, count in (("build", builders), ("chat", chatters)):
+        for i in range(count):
+            procs.append(subprocess.Popen(
+                [sys.executable, __file__, "--worker", kind, "--id", str(i), "--db", url, "--seconds", str(seconds),
+                 "--log", str(logs / f"{kind}{i}.jsonl"), "--tag", tag],
+                env=env,
+            ))  # fmt: skip
+    codes = [p.wait() for p in procs]
+    wall = time.monotonic() - started
+    records = [json.loads(line) for f in sorted(logs.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    errors = [r["error"] for r in records if not r["ok"]]
+    report = {
+        "seconds": seconds,
+        "wall_s": round(wall, 1),
+        "builders": builders,
+        "chatters": chatters,
+        "worker_exit_codes": codes,
+        "builds_ok": sum(1 for r in records if r["kind"] == "build" and r["ok"]),
+        "chat_adds_ok": sum(1 for r in records if r["kind"] == "chat" and r["ok"]),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        **verify(url, records),
+    }
+    for kind in ("build", "chat"):
+        times = sorted(r["seconds"] for r in records if r["kind"] == kind and r["ok"])
+        if times:
+            report[f"{kind}_p50_s"] = round(times[len(times) // 2], 3)
+            report[f"{kind}_max_s"] = round(times[-1], 3)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", help="postgresql:// URL of an empty database")
+    parser.add_argument("--dir", help="start (or reuse) a local PostgreSQL with its data here")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--builders", type=int, default=2)
+    parser.add_argument("--chatters", type=int, default=2)
+    parser.add_argument("--worker", choices=["build", "chat"], help=argparse.SUPPRESS)
+    parser.add_argument("--id", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--log", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        (builder if args.worker == "build" else chatter)(args.db, args.id, args.seconds, Path(args.log), args.tag)
+        return 0
+    url = args.db
+    if url is None:
+        if args.dir is None:
+            parser.error("give --db URL or --dir DIR")
+        from knowtree.store import pgserver
+
+        url = pgserver.start(args.dir, say=lambda line: print(line, file=sys.stderr))
+    report = run(url, args.seconds, args.builders, args.chatters)
+    print(json.dumps(report, indent=2))
+    bad = report["errors"] or report["missing_count"] or report["duplicate_messages"] or not report["distinct_positions"]
+    return 1 if bad or any(report["worker_exit_codes"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

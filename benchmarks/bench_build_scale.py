@@ -23,6 +23,7 @@ import os
 import platform
 import pstats
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,8 @@ def write_corpus(directory: Path, *, files: int, sections: int, leaf_chars: int,
     return files * sections * per_section
 
 
-def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, dict[str, Any]]:
+def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, float, dict[str, Any]]:
+    """Wall and CPU seconds of a `knowtree build` process, and its JSON report."""
     cmd = [
         sys.executable,
         "-c",
@@ -91,16 +93,19 @@ def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, dict[str,
         str(leaf_chars),
         "--json",
     ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode != 0:
         raise SystemExit(f"build failed ({done.returncode}): {done.stderr[-2000:]}")
     try:
         report = json.loads(done.stdout)
     except ValueError:
         report = {"stdout": done.stdout[-500:]}
-    return seconds, report
+    return seconds, cpu, report
 
 
 def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict[str, Any]:
@@ -132,14 +137,14 @@ def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict
         setattr(obj, attr, timer(name, getattr(obj, attr)))
     prof = cProfile.Profile() if profile else None
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with KnowTree(db, model=KeywordModel(), summaries="none", chunk_size=leaf_chars) as kt:
             if prof:
                 prof.enable()
             report = kt.build([str(corpus)], tree="t")
             if prof:
                 prof.disable()
-        total = time.perf_counter() - started
+        total, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         for obj, attr, fn in saved:
             setattr(obj, attr, fn)
@@ -148,6 +153,8 @@ def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict
         "leaves": report.leaves,
         "nodes": report.nodes,
         "leaves_per_s": round(report.leaves / total, 1),
+        "cpu_s": round(cpu, 2),  # all threads: what the build costs on an idle machine
+        "leaves_per_cpu_s": round(report.leaves / cpu, 1),
         "phases_s": {k: round(v, 2) for k, v in phases.items()},
     }
     if prof:
@@ -187,16 +194,19 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_cli:
                 db = work / f"cli-{leaves}.db"
                 db.unlink(missing_ok=True)
-                seconds, report = cli_build(corpus, db, args.leaf_chars)
+                seconds, cpu, report = cli_build(corpus, db, args.leaf_chars)
                 got = int(report.get("leaves", leaves))
                 row["cli"] = {
                     "seconds": round(seconds, 2),
                     "leaves": got,
                     "leaves_per_s": round(got / seconds, 1),
+                    "cpu_s": round(cpu, 2),
+                    "leaves_per_cpu_s": round(got / cpu, 1),
                     "db_mb": round(os.path.getsize(db) / 1e6, 1),
                 }
                 print(
-                    f"cli      {leaves:>8} leaves: {seconds:8.2f} s  {got / seconds:8.1f} leaves/s",
+                    f"cli      {leaves:>8} leaves: {seconds:8.2f} s  {got / seconds:8.1f} leaves/s"
+                    f"  cpu {cpu:8.2f} s  {got / cpu:8.1f} leaves/cpu-s",
                     flush=True,
                 )
             if args.library:
@@ -210,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["library"] = lib
                 print(
                     f"library  {leaves:>8} leaves: {lib['seconds']:8.2f} s  {lib['leaves_per_s']:8.1f} leaves/s"
+                    f"  cpu {lib['cpu_s']:8.2f} s  {lib['leaves_per_cpu_s']:8.1f} leaves/cpu-s"
                     f"  phases {lib['phases_s']}",
                     flush=True,
                 )

@@ -20,6 +20,7 @@ from knowtree.llm.client import LLMClient
 from knowtree.types import Chunk, Document, Node, NodeKind, NodeMeta, Span, Usage, content_hash
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+NO_USAGE = Usage()  # what a node of the zero-call build used: nothing (never added, never changed)
 
 
 @dataclass
@@ -170,12 +171,10 @@ def build_tree(
     def make_leaf(p: _Planned) -> tuple[Node, Usage, bool]:
         assert p.chunk is not None
         if not summarize:
-            meta = NodeMeta()
-            return (
-                Node(id=p.id, kind=p.kind, level=0, meta=meta, text=p.chunk.text, spans=[p.chunk.span]),
-                Usage(),
-                False,
+            node = Node(
+                id=p.id, kind=p.kind, level=0, meta=NodeMeta(), text=p.chunk.text, spans=[p.chunk.span]
             )
+            return node, NO_USAGE, False
         try:
             meta, used = extract_leaf(client, p.chunk.text, taxonomy)
             failed = False
@@ -188,7 +187,10 @@ def build_tree(
         kids = [nodes[c] for c in p.children]
         failed = False
         if not summarize:  # where it is, not what it says: no model
-            meta, used = NodeMeta(title=_position_title(kids) if p.kind is not NodeKind.ROOT else ""), Usage()
+            meta, used = (
+                NodeMeta(title=_position_title(kids) if p.kind is not NodeKind.ROOT else ""),
+                NO_USAGE,
+            )
         elif len(kids) == 1:  # nothing to synthesize: a single child's metadata is the parent's
             meta, used = kids[0].meta.model_copy(), Usage()
         else:
@@ -213,7 +215,8 @@ def build_tree(
             stage = "leaves" if lvl == 0 else ("root" if batch[0].kind is NodeKind.ROOT else "branches")
             for node, used, failed in run(work, batch):
                 nodes[node.id] = node
-                usage.add(used)
+                if used is not NO_USAGE:
+                    usage.add(used)
                 fallbacks += failed
                 if node.is_leaf or len(node.children) > 1:
                     tick(stage)

@@ -73,7 +73,7 @@ def write_corpus(directory: Path, *, files: int, sections: int, leaf_chars: int,
     return files * sections * per_section
 
 
-def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, float, dict[str, Any]]:
+def cli_build(corpus: Path, db: str, tree: str, leaf_chars: int) -> tuple[float, float, dict[str, Any]]:
     """Wall and CPU seconds of a `knowtree build` process, and its JSON report."""
     cmd = [
         sys.executable,
@@ -82,7 +82,7 @@ def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, float, di
         "build",
         str(corpus),
         "--tree",
-        "t",
+        tree,
         "--summaries",
         "none",
         "--model",
@@ -108,11 +108,26 @@ def cli_build(corpus: Path, db: Path, leaf_chars: int) -> tuple[float, float, di
     return seconds, cpu, report
 
 
-def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict[str, Any]:
+def fresh_target(work: Path, url: str | None, name: str) -> str:
+    """A database file of its own under `work`, or the tree `name` deleted from the database `url`."""
+    if url is None:
+        db = work / f"{name}.db"
+        for leftover in work.glob(f"{name}.db*"):
+            leftover.unlink()
+        return str(db)
+    from knowtree.core import KnowTree
+
+    with KnowTree(url, model="keyword", read_env=False) as kt:
+        if kt.store.tree_exists(name):
+            kt.delete(name)
+    return url
+
+
+def library_build(corpus: Path, db: str, tree: str, leaf_chars: int, profile: int) -> dict[str, Any]:
     """`KnowTree.build` with phase timers around the steps of `knowtree.building`."""
     from knowtree import building
     from knowtree.core import KnowTree
-    from knowtree.store.sqlite import SQLiteStore
+    from knowtree.store.sqlbase import SQLStoreBase
     from knowtree.testing.models import KeywordModel
 
     phases: dict[str, float] = {}
@@ -130,7 +145,7 @@ def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict
     patches = [
         (building, "load_documents", "ingest"),
         (building, "build_tree", "construct"),
-        (SQLiteStore, "save_tree", "store"),
+        (SQLStoreBase, "save_tree", "store"),
     ]
     saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
     for obj, attr, name in patches:
@@ -141,7 +156,7 @@ def library_build(corpus: Path, db: Path, leaf_chars: int, profile: int) -> dict
         with KnowTree(db, model=KeywordModel(), summaries="none", chunk_size=leaf_chars) as kt:
             if prof:
                 prof.enable()
-            report = kt.build([str(corpus)], tree="t")
+            report = kt.build([str(corpus)], tree=tree)
             if prof:
                 prof.disable()
         total, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -180,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=int, default=0, help="print the top N cProfile entries of the library build"
     )
     ap.add_argument("--workdir", type=Path, help="keep corpora and databases here (default: a temporary dir)")
+    ap.add_argument("--db", help="a postgresql:// URL to build in (default: an SQLite file per build)")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
     rows = []
@@ -192,9 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_corpus(corpus, files=files, sections=args.sections, leaf_chars=args.leaf_chars)
             row: dict[str, Any] = {"target_leaves": leaves, "files": files}
             if not args.no_cli:
-                db = work / f"cli-{leaves}.db"
-                db.unlink(missing_ok=True)
-                seconds, cpu, report = cli_build(corpus, db, args.leaf_chars)
+                db = fresh_target(work, args.db, f"cli{leaves}")
+                seconds, cpu, report = cli_build(corpus, db, f"cli{leaves}", args.leaf_chars)
                 got = int(report.get("leaves", leaves))
                 row["cli"] = {
                     "seconds": round(seconds, 2),
@@ -202,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                     "leaves_per_s": round(got / seconds, 1),
                     "cpu_s": round(cpu, 2),
                     "leaves_per_cpu_s": round(got / cpu, 1),
-                    "db_mb": round(os.path.getsize(db) / 1e6, 1),
+                    "db_mb": None if args.db else round(os.path.getsize(db) / 1e6, 1),
                 }
                 print(
                     f"cli      {leaves:>8} leaves: {seconds:8.2f} s  {got / seconds:8.1f} leaves/s"
@@ -210,9 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             if args.library:
-                db = work / f"lib-{leaves}.db"
-                db.unlink(missing_ok=True)
-                lib = library_build(corpus, db, args.leaf_chars, args.profile)
+                db = fresh_target(work, args.db, f"lib{leaves}")
+                lib = library_build(corpus, db, f"lib{leaves}", args.leaf_chars, args.profile)
                 for key in ("profile_cumulative", "profile_tottime"):
                     text = lib.pop(key, None)
                     if text:
@@ -228,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "machine": platform.platform(),
         "python": platform.python_version(),
+        "backend": "postgresql" if args.db else "sqlite",
         "leaf_chars": args.leaf_chars,
         "sections": args.sections,
         "rows": rows,

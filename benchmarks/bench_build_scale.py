@@ -56,11 +56,12 @@ def paragraph(rng: random.Random, chars: int) -> str:
     return " ".join(words) + "."
 
 
-def write_corpus(directory: Path, *, files: int, sections: int, leaf_chars: int, seed: int = 7) -> int:
+def write_corpus(
+    directory: Path, *, files: int, sections: int, leaf_chars: int, per_section: int = 2, seed: int = 7
+) -> int:
     """Write the corpus; returns the number of paragraphs (about the number of leaves)."""
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
-    per_section = 2
     for f in range(files):
         lines = [f"# File {f}", ""]
         for s in range(sections):
@@ -127,7 +128,11 @@ def library_build(corpus: Path, db: str, tree: str, leaf_chars: int, profile: in
     """`KnowTree.build` with phase timers around the steps of `knowtree.building`."""
     from knowtree import building
     from knowtree.core import KnowTree
-    from knowtree.store.sqlbase import SQLStoreBase
+
+    try:
+        from knowtree.store.sqlbase import SQLStoreBase as Store  # SQLite and PostgreSQL
+    except ImportError:  # code before the PostgreSQL store
+        from knowtree.store.sqlite import SQLiteStore as Store
     from knowtree.testing.models import KeywordModel
 
     phases: dict[str, float] = {}
@@ -145,7 +150,7 @@ def library_build(corpus: Path, db: str, tree: str, leaf_chars: int, profile: in
     patches = [
         (building, "load_documents", "ingest"),
         (building, "build_tree", "construct"),
-        (SQLStoreBase, "save_tree", "store"),
+        (Store, "save_tree", "store"),
     ]
     saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
     for obj, attr, name in patches:
@@ -185,7 +190,13 @@ def library_build(corpus: Path, db: str, tree: str, leaf_chars: int, profile: in
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--leaves", type=int, nargs="+", default=[1000, 10000], help="corpus sizes, in leaves")
-    ap.add_argument("--sections", type=int, default=5, help="sections per file (2 paragraphs each)")
+    ap.add_argument("--sections", type=int, default=5, help="sections per file")
+    ap.add_argument(
+        "--per-section",
+        type=int,
+        default=2,
+        help="paragraphs per section (--sections 1 --per-section 1: one-leaf files)",
+    )
     ap.add_argument("--leaf-chars", type=int, default=300, help="characters per leaf (the chunk size)")
     ap.add_argument(
         "--library", action="store_true", help="also build through KnowTree.build with phase timers"
@@ -202,10 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kt-buildscale-") as tmp:
         work = args.workdir or Path(tmp)
         for leaves in args.leaves:
-            files = max(1, leaves // (2 * args.sections))
-            corpus = work / f"corpus-{leaves}-{args.sections}-{args.leaf_chars}"
+            files = max(1, leaves // (args.per_section * args.sections))
+            corpus = work / f"corpus-{leaves}-{args.sections}x{args.per_section}-{args.leaf_chars}"
             if not corpus.exists():
-                write_corpus(corpus, files=files, sections=args.sections, leaf_chars=args.leaf_chars)
+                write_corpus(
+                    corpus,
+                    files=files,
+                    sections=args.sections,
+                    leaf_chars=args.leaf_chars,
+                    per_section=args.per_section,
+                )
             row: dict[str, Any] = {"target_leaves": leaves, "files": files}
             if not args.no_cli:
                 db = fresh_target(work, args.db, f"cli{leaves}")
@@ -245,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "backend": "postgresql" if args.db else "sqlite",
         "leaf_chars": args.leaf_chars,
         "sections": args.sections,
+        "per_section": args.per_section,
         "rows": rows,
     }
     if args.out:

@@ -1,16 +1,22 @@
 """Zero-call build throughput: leaves/s of `knowtree build DIR --summaries none --model keyword` on
 synthetic corpora of growing size, so that super-linear steps show as a falling rate.
 
-The corpus is deterministic (seeded): `--files` Markdown files, each of `--sections` sections
-("## Section k" and short paragraphs of about `--leaf-chars` characters); the build's chunk size is
-`--leaf-chars`, so each paragraph is about one leaf. Each size is built once through the CLI (a
-fresh process: imports, store opening and all) and, with `--library`, once through
+The corpus is deterministic (seeded): Markdown files of `--sections` sections each ("## Section k"
+and `--per-section` paragraphs of about `--leaf-chars` characters), as many files as `--leaves`
+needs; the build's chunk size is `--leaf-chars`, so each paragraph is about one leaf. Each size is
+built once through the CLI (a fresh process: imports, store opening and all) and, with `--library`,
+once through
 `KnowTree.build` with phase timers (`ingest` reading and chunking, `construct` the tree's plan and
 nodes, `store` the `save_tree` transaction with its index sync) and, with `--profile N`, the top N
 entries of a cProfile of the library build.
 
     PYTHONPATH=src python benchmarks/bench_build_scale.py --leaves 1000 10000 100000 --library
     PYTHONPATH=src python benchmarks/bench_build_scale.py --leaves 10000 --library --profile 25 --no-cli
+    PYTHONPATH=src python benchmarks/bench_build_scale.py --leaves 10000 --db postgresql://…  # PostgreSQL
+    PYTHONPATH=src python benchmarks/bench_build_scale.py --leaves 10000 --sections 1 --per-section 1  # one-leaf files
+
+Rates are wall time on whatever else the machine runs; `cpu_s` (this process, or the CLI child;
+not a PostgreSQL server's) is the steadier number on a shared machine.
 """
 
 from __future__ import annotations

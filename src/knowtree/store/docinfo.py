@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from knowtree.errors import NotFoundError
 from knowtree.records import DocInfo, ExpertNote
+from knowtree.store.rows import touch_tree
 from knowtree.store.sqlite import SQLiteStore
 
 __all__ = ["DocInfo", "ExpertNote"]
@@ -21,8 +22,11 @@ def _now() -> str:
 
 
 def save_doc_infos(store: SQLiteStore, tree: str, infos: list[DocInfo]) -> None:
+    """Replace a collection's document lines; its tree (when saved already) is marked changed, so its
+    index, whose entries carry these lines, re-syncs on its next use."""
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+        touch_tree(c, tree)
         c.executemany(
             "INSERT INTO doc_info(tree, path, node_id, description, meta_json, pages, source)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -52,6 +56,7 @@ def doc_infos(store: SQLiteStore, tree: str) -> list[DocInfo]:
 def delete_doc_infos(store: SQLiteStore, tree: str) -> None:
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+        touch_tree(c, tree)
 
 
 def update_node_meta(store: SQLiteStore, tree: str, node: Node, meta: NodeMeta) -> None:

@@ -36,10 +36,6 @@ def tree_head(conn: sqlite3.Connection, tree: str) -> tuple[str | None, str] | N
     return conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
 
 
-def node_count(conn: sqlite3.Connection, tree: str) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0])
-
-
 def node_rows(conn: sqlite3.Connection, tree: str) -> list[tuple]:
     """Every node row of a tree (`store.rows.NODE_COLUMNS`)."""
     return conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()

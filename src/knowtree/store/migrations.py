@@ -420,6 +420,26 @@ MIGRATIONS: list[str | Step] = [
     ALTER TABLE tree_index_vec ADD COLUMN emb vector;
     """,
     ),
+    # branch scale2: PostgreSQL's dense top-k by pgvector's HNSW (`store.treeindex_pg.ann_top`), one
+    # partial index per vector size (`ANN_DIMS`; an index needs a fixed size), inner product (the
+    # vectors are unit length: cosine). Nothing on SQLite (its vectors are scored exactly, mapped).
+    Step(
+        sqlite="",
+        postgresql="""
+    CREATE INDEX tree_index_vec_hnsw_256 ON tree_index_vec USING hnsw ((emb::vector(256)) vector_ip_ops)
+        WHERE vector_dims(emb) = 256;
+    CREATE INDEX tree_index_vec_hnsw_384 ON tree_index_vec USING hnsw ((emb::vector(384)) vector_ip_ops)
+        WHERE vector_dims(emb) = 384;
+    CREATE INDEX tree_index_vec_hnsw_512 ON tree_index_vec USING hnsw ((emb::vector(512)) vector_ip_ops)
+        WHERE vector_dims(emb) = 512;
+    CREATE INDEX tree_index_vec_hnsw_768 ON tree_index_vec USING hnsw ((emb::vector(768)) vector_ip_ops)
+        WHERE vector_dims(emb) = 768;
+    CREATE INDEX tree_index_vec_hnsw_1024 ON tree_index_vec USING hnsw ((emb::vector(1024)) vector_ip_ops)
+        WHERE vector_dims(emb) = 1024;
+    CREATE INDEX tree_index_vec_hnsw_1536 ON tree_index_vec USING hnsw ((emb::vector(1536)) vector_ip_ops)
+        WHERE vector_dims(emb) = 1536;
+    """,
+    ),
 ]
 
 #: the SQLite steps PostgreSQL's baseline stands for: a PostgreSQL database starts at this version

@@ -187,6 +187,12 @@ class SQLStoreBase(ABC):
     def tree_names(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
 
+    def tree_root_kind(self, name: str) -> tuple[str | None, str]:
+        rows = self._query("SELECT root_id, kind FROM trees WHERE name = ?", (name,))
+        if not rows:
+            raise NotFoundError(self.missing_message(name))
+        return rows[0][0], rows[0][1]
+
     def tree_info(self, name: str) -> TreeInfo:
         rows = self._query("SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,))
         if not rows:

@@ -249,3 +249,75 @@ def test_postgres_bm25_ranks_as_sqlite_fts5(
             assert list(have.values()) == sorted(have.values(), reverse=True)  # ties in either order
         else:
             assert have == want
+
+
+class _Recording:
+    """A store whose connections record the SQL they run (the freshness check's cost)."""
+
+    def __init__(self, store: Any, seen: list[str]) -> None:
+        self.store, self.seen = store, seen
+
+    def _wrap(self, fn: Any) -> Any:
+        seen = self.seen
+
+        class Conn:
+            def __init__(self, conn: Any) -> None:
+                self._conn = conn
+
+            def execute(self, sql_text: str, *args: Any) -> Any:
+                seen.append(" ".join(sql_text.split()))
+                return self._conn.execute(sql_text, *args)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._conn, name)
+
+        return lambda conn: fn(Conn(conn))
+
+    def read(self, fn: Any) -> Any:
+        return self.store.read(self._wrap(fn))
+
+    def write(self, fn: Any) -> Any:
+        return self.store.write(self._wrap(fn))
+
+
+def test_the_per_question_freshness_check_reads_no_node_rows(tickets: Path) -> None:
+    seen: list[str] = []
+    with KnowTree(tickets, model=KeywordModel()) as kt:
+        index = kt.tree_index("t")
+        index.store = _Recording(index.store, seen)
+        assert not index.ensure() and index.current()
+    assert seen and not [s for s in seen if "FROM nodes" in s or "doc_info" in s]
+    assert len(seen) <= 4  # the state row and the tree's head row, twice
+
+
+def test_a_tree_saved_again_within_the_same_second_is_synced_again(
+    tickets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that runs no index hook (another process, a store opened alone), same second, same
+    node count: the next question still sees the change."""
+    import knowtree.store.sqlbase as sqlbase
+    from knowtree.store import open_store
+
+    monkeypatch.setattr(sqlbase, "_now", lambda: "2026-01-01T00:00:00+00:00")  # one second throughout
+    with KnowTree(tickets, model=KeywordModel()) as kt:
+        index = kt.tree_index("t")
+        index.ensure()
+        plain = open_store(tickets)  # no index hook attached
+        try:
+            nodes = plain.load_nodes("t")
+            leaf = next(n for n in nodes.values() if n.is_leaf and "code42" in n.text)
+            nodes[leaf.id] = leaf.model_copy(update={"text": leaf.text.replace("code42", "zebra42")})
+            for _ in range(2):  # twice: the second save's `updated` must move on too
+                plain.save_tree(
+                    "t",
+                    root_id=plain.root_id("t"),
+                    nodes=list(nodes.values()),
+                    documents=plain.documents("t"),
+                    model="keyword",
+                    settings={},
+                )
+                assert index.ensure()  # behind: re-synced
+        finally:
+            plain.close()
+        evidence = kt.tree("t").retrieve("what did carol file as zebra42?", budget_tokens=60)
+    assert any("zebra42" in e.text for e in evidence)

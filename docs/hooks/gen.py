@@ -41,6 +41,9 @@ ENV_VARS: dict[str, str] = {
     "KNOWTREE_EXACT_ENTRIES": "from how many entries a tree's index is searched by candidates (its "
     "inverted index's and vectors' top-k and their ancestors) instead of scoring every entry (default "
     "1000; 0: always by candidates)",
+    "KNOWTREE_ANN_ENTRIES": "from how many entries a tree's dense top-k comes from the database's "
+    "approximate index where it has one (PostgreSQL: pgvector HNSW) instead of an exact product over "
+    "its vectors in the process (default 50000; 0: always)",
     "KNOWTREE_CANDIDATES": "a fixed number of candidates of each kind (lexical, dense) per question on "
     "that path, for measuring (default: from the budget, max(200, budget/4), 4x for conversations)",
     "OPENAI_API_KEY": "the key of `openai:` models when no `api_key` setting is given",

@@ -13,15 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowtree import building
 from knowtree.config import Settings
-from knowtree.construct.builder import Progress
-from knowtree.construct.estimate import Confirm
 from knowtree.construct.report import BuildReport, RemoveReport
 from knowtree.errors import ConfigError
 from knowtree.host import Run
-from knowtree.ingest.roots import ReadRoots
-from knowtree.ingest.structure import StructuredDocument
 from knowtree.llm.base import Model
 from knowtree.llm.client import LLMClient, cost_cap_problem, options_from
 from knowtree.retrieve.indexcache import IndexCache
@@ -30,6 +25,10 @@ from knowtree.store import SQLStore, open_store
 from knowtree.types import Document, TreeInfo
 
 if TYPE_CHECKING:
+    from knowtree.construct.builder import Progress
+    from knowtree.construct.estimate import Confirm
+    from knowtree.ingest.roots import ReadRoots
+    from knowtree.ingest.structure import StructuredDocument
     from knowtree.kb import KB
     from knowtree.memory import Memory
     from knowtree.retrieve.embed import Embedder
@@ -149,6 +148,7 @@ class KnowTree:
         one of these roots, or it is a bad file like an unreadable one; without it (the CLI) whatever
         this process can read is read, symbolic links followed.
         """
+        from knowtree import building  # the build's modules: not for a question
         return building.build_paths(
             self, paths, tree=tree, progress=progress, on_client=on_client, add=add, meta=meta,
             rename=rename, replace=replace, confirm=confirm, skip_bad=skip_bad, within=within,
@@ -168,6 +168,7 @@ class KnowTree:
         """Build a tree that follows the documents' own structure (`ingest.structure.StructuredDocument`s);
         `add` keeps the documents already in the tree (a collection grows), `meta` is user metadata.
         A tree of another kind under that name is refused unless `replace`."""
+        from knowtree import building  # the build's modules: not for a question
         return building.build_structured(
             self, sources, tree=tree, add=add, meta=meta, progress=progress, on_client=on_client, replace=replace
         )
@@ -183,6 +184,7 @@ class KnowTree:
     ) -> BuildReport:
         """Build (or rebuild) the tree `tree` from documents already in memory (see `build`); a tree
         of another kind under that name (a conversation memory) is refused unless `replace`."""
+        from knowtree import building  # the build's modules: not for a question
         return building.build_chunked(
             self, documents, tree=tree, progress=progress, on_client=on_client, replace=replace
         )
@@ -193,6 +195,7 @@ class KnowTree:
         `path` must name exactly one stored document (its stored path, or a unique suffix of it).
         A tree built in chunks is rebuilt from its other documents with the model it was built with
         (or `model`); unchanged calls come from the cache."""
+        from knowtree import building  # the build's modules: not for a question
         return building.remove_document(
             self, tree, path, use_tree_model=lambda required: self._use_tree_model(tree, model, required=required)
         )

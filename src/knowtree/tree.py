@@ -35,8 +35,17 @@ class Tree:
     def __init__(self, kt: Host, name: str) -> None:
         self.kt = kt
         self.name = name
-        self.info: TreeInfo = kt.store.tree_info(name)
+        # one row read (NotFoundError for a missing tree); `info`, which counts the nodes, when asked
+        self.root_id, self.kind = kt.store.tree_root_kind(name)
+        self._info: TreeInfo | None = None
         self._nodes: dict[str, Node] | None = None
+
+    @property
+    def info(self) -> TreeInfo:
+        """The tree's summary (its node, leaf and document counts: read on first use)."""
+        if self._info is None:
+            self._info = self.kt.store.tree_info(self.name)
+        return self._info
 
     @property
     def nodes(self) -> dict[str, Node]:
@@ -46,8 +55,8 @@ class Tree:
 
     @property
     def root(self) -> Node:
-        assert self.info.root_id is not None
-        return self.nodes[self.info.root_id]
+        assert self.root_id is not None
+        return self.nodes[self.root_id]
 
     def _read_nodes(self, ids: Sequence[str]) -> dict[str, Node]:
         """The nodes `ids` names (those the tree has): from the loaded tree when it is loaded, else only
@@ -60,11 +69,11 @@ class Tree:
         """What the answer step reads for `evidence`: its items' leaves and the root."""
         from knowtree.answer.indexed import evidence_node_ids
 
-        return self._read_nodes([*([self.info.root_id] if self.info.root_id else []), *evidence_node_ids(evidence)])
+        return self._read_nodes([*([self.root_id] if self.root_id else []), *evidence_node_ids(evidence)])
 
     def _is_structured(self) -> bool:
         """Whether the tree was built from its documents' structure: its root has a title (one node read)."""
-        root = self.info.root_id
+        root = self.root_id
         return root is not None and is_structured(self._read_nodes([root]), root)
 
     def node(self, node_id: str) -> Node:
@@ -96,7 +105,7 @@ class Tree:
         the evidence without a model, one call answers. `on_token`: a memory's answer text as the
         model writes it."""
         plan = route(
-            self.info.kind,
+            self.kind,
             mode,
             default_mode=self.kt.settings.ask_mode,
             strategy=strategy,
@@ -183,7 +192,7 @@ class Tree:
         budget = budget_tokens or DEFAULT_BUDGET
         return answer_by_parts(
             self._evidence_nodes,
-            self.info.root_id,
+            self.root_id,
             question,
             client,
             budget,
@@ -206,9 +215,9 @@ class Tree:
 
         def answer_part(part: str, share: int) -> Answer:
             beam = judged_beam(client, part, on_step=on_step, budget_tokens=share)
-            found = search_index(index, part, share, kind=self.info.kind, rerank=beam, shape=shape)
+            found = search_index(index, part, share, kind=self.kind, rerank=beam, shape=shape)
             nodes = self._evidence_nodes(found.evidence)
-            return ask_nav(found, nodes, self.info.root_id, part, client, budget=share, on_step=on_step)
+            return ask_nav(found, nodes, self.root_id, part, client, budget=share, on_step=on_step)
 
         got = by_parts(question, client, budget, answer_part, on_step)
         got.usage = client.usage.model_copy()  # each part's answer carried the client's running total
@@ -298,9 +307,9 @@ class Tree:
         started = time.monotonic()
         store, name = self.kt.store, self.name
         nodes = self.nodes
-        root_id = self.info.root_id
+        root_id = self.root_id
         if leaves is None:
-            leaves = self.info.kind != "conversation"
+            leaves = self.kind != "conversation"
         keep = frozenset() if force else frozenset(i for i, n in nodes.items() if is_summarized(n))
         stored = store.tree_settings(name).get("taxonomy")
         taxonomy = list(stored) if isinstance(stored, list) and stored else None
@@ -342,7 +351,8 @@ class Tree:
                 )
             usage = run.client.usage.model_copy()
         sync = TreeIndex(store, name).last_sync if done.metas else None  # only what changed
-        self.info = store.tree_info(name)
+        self._info = None  # counted again when asked
+        self.root_id, self.kind = store.tree_root_kind(name)
         model = self.kt.model
         return EnrichReport(
             tree=name,
@@ -374,7 +384,7 @@ class Tree:
             self.kt.tree_index(self.name),  # synced first if the tree changed since it was read
             question,
             budget_tokens,
-            kind=self.info.kind,
+            kind=self.kind,
             embedder=embedder,
-            scope=None if scope is None or self.info.root_id in scope else scope,
+            scope=None if scope is None or self.root_id in scope else scope,
         ).evidence

@@ -56,19 +56,16 @@ def _doc_context(conn: Any, tree: str) -> dict[str, str]:
     return out
 
 
-def signature(
-    conn: Any, tree: str, count: int | None = None, docs: dict[str, str] | None = None
-) -> str | None:
-    """What the index of `tree` was built from: root, last update, node count, document metadata
-    (`count` and `docs`: already read by the caller)."""
-    sql = tables(conn)
-    row = sql.tree_head(conn, tree)
+def signature(conn: Any, tree: str) -> str | None:
+    """What tells whether `tree` changed since its index was synced: its root and `updated` time (one
+    row, no count over the nodes: this runs before every question). Every write of a tree's nodes or
+    of its document lines moves `updated` on, strictly (`store.rows.touched`: several writes within a
+    second included), so an equal signature means the same rows; what the entries are derived from is
+    compared exactly by the sync itself (the content fingerprint)."""
+    row = tables(conn).tree_head(conn, tree)
     if row is None:
         return None
-    if count is None:
-        count = sql.node_count(conn, tree)
-    lines = json.dumps(sorted((_doc_context(conn, tree) if docs is None else docs).items()))
-    return content_hash("index", str(row[0]), str(row[1]), str(count), lines, str(PIECE_CHARS))
+    return content_hash("index-head", str(row[0]), str(row[1]), str(PIECE_CHARS))
 
 
 def _saved(nodes: Sequence[Node] | None, digests: dict[str, str]) -> dict[str, Node] | None:
@@ -120,7 +117,7 @@ def sync_entries(
     docs = _doc_context(conn, tree)
     digests = row_digests(rows)
     content = _fingerprint(digests, root, docs)
-    sig = signature(conn, tree, len(rows), docs)
+    sig = signature(conn, tree)
     state = sql.read_state(conn, tree)
     if sig is not None and state is not None and state[2] == content:
         if state[0] != sig:

@@ -23,6 +23,7 @@ one, a question's candidates only (`lexical_top`, `dense_top`, `with_ancestors`;
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from knowtree.retrieve.indexwrite import (
     embed_rows,
     embed_texts,
     leaf_counts,
+    write_embedder,
 )
 from knowtree.store.treeindex_tables import tables
 
@@ -79,6 +81,22 @@ class IndexRow:
 COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
 COMMON_TERM_MIN = 5000
 FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving process's bound: ~50 MB)
+#: a tree of at least this many entries takes its dense top-k from the database's approximate index
+#: where it has one (PostgreSQL: HNSW); a smaller one is scored exactly, in process. KNOWTREE_ANN_ENTRIES
+#: overrides it. Measured (benchmarks/RESULTS.md, E9 continued; PostgreSQL, 115k entries): the first
+#: question 3.2 s exact (every vector read) vs 0.2 s, the process 462 vs 97 MB; warm, exact was the
+#: faster (retrieve p50 41 vs 54 ms) and agrees with itself, where HNSW's top-256 overlapped it 0.7
+ANN_ENTRIES = 50_000
+#: the approximate top-k reads this many times k and keeps the k best: on E9's crowded synthetic
+#: vectors (115k) the top-256 overlapped the exact one 0.59 reading 256, 0.83 reading 512 (+10 ms)
+ANN_FETCH = 2
+MEDIAN_SAMPLE = 2048  # vectors whose median cosine stands for the tree's on the approximate path
+
+
+def ann_entries() -> int:
+    """The size from which the dense top-k is the database's (`ANN_ENTRIES`, or the environment's)."""
+    raw = os.environ.get("KNOWTREE_ANN_ENTRIES", "").strip()
+    return int(raw) if raw.isdigit() else ANN_ENTRIES
 
 
 class TreeIndex:
@@ -232,25 +250,71 @@ class TreeIndex:
 
     def dense_top(
         self, question: str, embedder: Embedder, k: int
-    ) -> tuple[dict[str, float], Callable[[str], float | None], float]:
-        """The `k` entries most similar to `question` (cosine), a lookup of any entry's cosine, and
-        the median cosine over all entries (exact: every vector is scored, one matrix product)."""
+    ) -> tuple[dict[str, float], Callable[[Sequence[str]], dict[str, float]], float]:
+        """The `k` entries most similar to `question` (cosine), a lookup of the cosines of any entries
+        (by a list of ids), and the median cosine that `normalize_dense` anchors on.
+
+        Two ways. Exact (SQLite; a PostgreSQL tree under `ann_entries()`): every vector is scored, one
+        matrix product, the median is over every entry. By the database's HNSW index (PostgreSQL, a
+        tree of `ann_entries()` entries or more, the embedder whose vectors the sync writes): the top-k
+        is pgvector's (`store.treeindex_pg.ann_top`), other entries' cosines are read by id, and the
+        median is that of a fixed sample of `MEDIAN_SAMPLE` of the tree's vectors (read once per index
+        object): no process holds the tree's vectors."""
         import numpy as np
 
+        if self._uses_ann(embedder):
+            return self._ann_top(question, embedder, k)
         ids, pos, mat = self.matrix(embedder)
         if not ids:
-            return {}, lambda _i: None, 0.0
+            return {}, lambda _ids: {}, 0.0
         scores = mat @ embedder.embed([question])[0]
         n = len(scores)
         mid = float(np.partition(scores, n // 2)[n // 2])
         k = min(k, n)
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
 
-        def cosine(i: str) -> float | None:
-            p = pos.get(i)
-            return None if p is None else float(scores[p])
+        def cosines(wanted: Sequence[str]) -> dict[str, float]:
+            return {i: float(scores[p]) for i in wanted if (p := pos.get(i)) is not None}
 
-        return {ids[p]: float(scores[p]) for p in top}, cosine, mid
+        return {ids[p]: float(scores[p]) for p in top}, cosines, mid
+
+    def _uses_ann(self, embedder: Embedder) -> bool:
+        """Whether a dense top-k goes to the database's approximate index (see `dense_top`)."""
+        if embedder.dim not in self.sql.ANN_DIMS or self.entries < ann_entries():
+            return False
+        written = write_embedder(WRITE_EMBEDDER)  # its vectors are complete: the sync writes them
+        return written is not None and written.id == embedder.id
+
+    def _ann_top(
+        self, question: str, embedder: Embedder, k: int
+    ) -> tuple[dict[str, float], Callable[[Sequence[str]], dict[str, float]], float]:
+        import numpy as np
+
+        query = embedder.embed([question])[0]
+        key = ("median-sample", embedder.id)
+        sample = self.memo.get(key)
+        if sample is None:
+            got = self.store.read(lambda c: self.sql.vector_sample(c, self.tree, embedder.id, MEDIAN_SAMPLE))
+            sample = self.memo[key] = np.frombuffer(b"".join(got), dtype=np.float32).reshape(
+                len(got), embedder.dim
+            )
+        if not len(sample):
+            return {}, lambda _ids: {}, 0.0
+        scores = sample @ query
+        mid = float(np.partition(scores, len(scores) // 2)[len(scores) // 2])
+        fetched = self.store.read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
+        near = dict(sorted(fetched, key=lambda r: -r[1])[:k])
+
+        def cosines(wanted: Sequence[str]) -> dict[str, float]:
+            out = {i: near[i] for i in wanted if i in near}
+            rest = [i for i in dict.fromkeys(wanted) if i not in near]
+            if rest:
+                out.update(
+                    self.store.read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest))
+                )
+            return out
+
+        return near, cosines, mid
 
     def vectors(
         self, embedder: Embedder, *, max_seconds: float | None = None

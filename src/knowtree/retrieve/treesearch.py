@@ -147,19 +147,19 @@ def rank_candidates(
     index's own top-k) and the `k` nearest by cosine, and every ancestor of them, read by id.
 
     Own scores are those of the exact path: BM25 is divided by the best (the first candidate) and
-    cosines are anchored on the median over every entry (one product over all vectors gives it);
+    cosines are anchored on the median over every entry (a fixed sample's on PostgreSQL's HNSW path);
     the roll-up divides by each ancestor's stored number of leaves. What differs: entries outside
     the candidates count 0 (in the roll-up and the inner entries' priors). Returns the ranking and
     the rows read (for packing)."""
     params = params or DOCUMENT_PARAMS
     lexical = index.lexical_top(question, k)
     near: dict[str, float] = {}
-    cosine: Callable[[str], float | None] = lambda _i: None  # noqa: E731
+    cosines: Callable[[Sequence[str]], dict[str, float]] = lambda _ids: {}  # noqa: E731
     mid = None
     if embedder is not None:
-        near, cosine, mid = index.dense_top(question, embedder, k)
+        near, cosines, mid = index.dense_top(question, embedder, k)
     rows = index.with_ancestors([*lexical, *near])
-    dense = {i: c for i in rows if (c := cosine(i)) is not None}
+    dense = cosines(list(rows))
     shape = view_shape(rows)
     own = own_scores(lexical, dense, list(rows), params.lexical_weight, params.dense_norm, mid)
     scores = leaf_scores(shape, own, params)

@@ -11,14 +11,18 @@ from knowtree.errors import NotFoundError
 from knowtree.records import DocInfo, ExpertNote
 from knowtree.store.portable import now, stored_order
 from knowtree.store.protocol import SQLStore
+from knowtree.store.rows import touch_tree
 from knowtree.types import Node, NodeMeta
 
 __all__ = ["DocInfo", "ExpertNote"]
 
 
 def save_doc_infos(store: SQLStore, tree: str, infos: list[DocInfo]) -> None:
+    """Replace a collection's document lines; its tree (when saved already) is marked changed, so its
+    index, whose entries carry these lines, re-syncs on its next use."""
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+        touch_tree(c, tree)
         c.executemany(
             "INSERT INTO doc_info(tree, path, node_id, description, meta_json, pages, source)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -49,6 +53,7 @@ def doc_infos(store: SQLStore, tree: str) -> list[DocInfo]:
 def delete_doc_infos(store: SQLStore, tree: str) -> None:
     with store.transaction() as c:
         c.execute("DELETE FROM doc_info WHERE tree = ?", (tree,))
+        touch_tree(c, tree)
 
 
 def update_node_meta(store: SQLStore, tree: str, node: Node, meta: NodeMeta) -> None:

@@ -119,6 +119,10 @@ class InMemoryStore:
             raise NotFoundError(self.missing_message(name))
         return self._trees[name]
 
+    def tree_root_kind(self, name: str) -> tuple[str | None, str]:
+        t = self._tree(name)
+        return t.root_id, t.kind
+
     def tree_info(self, name: str) -> TreeInfo:
         t = self._tree(name)
         nodes = t.nodes.values()

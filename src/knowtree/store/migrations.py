@@ -22,7 +22,6 @@ How (issue 36; decided here):
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -419,47 +418,39 @@ MIGRATIONS: list[str | Step] = [
     ALTER TABLE tree_index_vec ADD COLUMN emb vector;
     """,
     ),
+    # branch scale2: PostgreSQL's dense top-k by pgvector's HNSW (`store.treeindex_pg.ann_top`), one
+    # partial index per vector size (`ANN_DIMS`; an index needs a fixed size), inner product (the
+    # vectors are unit length: cosine). Nothing on SQLite (its vectors are scored exactly, mapped).
+    Step(
+        sqlite="",
+        postgresql="".join(
+            f"CREATE INDEX tree_index_vec_hnsw_{d} ON tree_index_vec USING hnsw ((emb::vector({d})) vector_ip_ops)"
+            f" WHERE vector_dims(emb) = {d};\n"
+            for d in (256, 384, 512, 768, 1024, 1536)
+        ),
+    ),
 ]
 
-# -- tables made per named index (an index may live in a file of its own, or in memory, where no
-# migration runs: these create the registry table too) ----------------------------------------------
-INDEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-LEXICAL_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# the tables made per named index at run time (no migration runs in a file of its own or in memory)
+from knowtree.store.flat_tables import (  # noqa: E402  (re-exported: callers import them from here)
+    INDEX_NAME,
+    LEXICAL_TOKENIZER,
+    create_lexical_index,
+    create_vector_index,
+)
 
-
-def _table(prefix: str, name: str) -> str:
-    if not INDEX_NAME.fullmatch(name):  # callers check first, with a message for the user
-        raise ValueError(f"index name {name!r}: use letters, digits and '_' (at most 64)")
-    return f"{prefix}_{name}"
-
-
-def create_lexical_index(conn: sqlite3.Connection, name: str) -> str:
-    """Create (if missing) the FTS5 table of the lexical index `name`, and `lexical_indexes`;
-    returns the table's name."""
-    table = _table("lex", name)
-    conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
-        f"pid UNINDEXED, doc UNINDEXED, body, meta UNINDEXED, tokenize = '{LEXICAL_TOKENIZER}')"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS lexical_indexes(name TEXT PRIMARY KEY, fingerprint TEXT, passages INTEGER)"
-    )
-    return table
-
-
-def create_vector_index(conn: sqlite3.Connection, name: str) -> str:
-    """Create (if missing) the vector table of the index `name`, and `vector_indexes`; returns the
-    table's name."""
-    table = _table("vec", name)
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {table}("
-        "pid TEXT PRIMARY KEY, doc TEXT NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL)"
-    )
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS vector_indexes("
-        "name TEXT PRIMARY KEY, fingerprint TEXT, embedder TEXT, dim INTEGER, passages INTEGER)"
-    )
-    return table
+__all__ = [
+    "INDEX_NAME",
+    "LEXICAL_TOKENIZER",
+    "MIGRATIONS",
+    "Step",
+    "create_lexical_index",
+    "create_vector_index",
+    "migrate",
+    "script_for",
+    "split_script",
+    "too_new",
+]
 
 
 def script_for(step: str | Step, dialect: str) -> str:

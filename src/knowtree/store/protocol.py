@@ -84,6 +84,11 @@ class Store(Protocol):
 
     def tree_info(self, name: str) -> TreeInfo: ...
 
+    def tree_root_kind(self, name: str) -> tuple[str | None, str]:
+        """(root id, kind) of a tree, one row read (`tree_info` counts its nodes); NotFoundError
+        when there is none."""
+        ...
+
     def missing_message(self, name: str) -> str:
         """The message of the NotFoundError for a missing tree (it names the trees there are)."""
         ...

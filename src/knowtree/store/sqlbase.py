@@ -31,6 +31,7 @@ from knowtree.store.rows import (
     insert_nodes,
     load_tree_nodes,
     message_row,
+    touched,
     update_node_meta,
 )
 from knowtree.store.runs import mark_interrupted, process_alive, run_label, this_process
@@ -139,8 +140,9 @@ class SQLStoreBase(ABC):
         try:
             with self._tx() as c:
                 self._lock_tree(c, name)  # PostgreSQL: one writer of this tree at a time
-                row = c.execute("SELECT created FROM trees WHERE name = ?", (name,)).fetchone()
+                row = c.execute("SELECT created, updated FROM trees WHERE name = ?", (name,)).fetchone()
                 created = row[0] if row else now
+                updated = touched(row[1] if row else None)  # after any earlier save: the index's signature
                 delete_tree_fts(c, name)
                 c.execute("DELETE FROM nodes WHERE tree = ?", (name,))
                 c.execute("DELETE FROM documents WHERE tree = ?", (name,))
@@ -151,7 +153,7 @@ class SQLStoreBase(ABC):
                     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET root_id = excluded.root_id,"
                     " model = excluded.model, settings_json = excluded.settings_json,"
                     " created = excluded.created, updated = excluded.updated, kind = excluded.kind",
-                    (name, root_id, model, json.dumps(settings, default=str), created, now, kind),
+                    (name, root_id, model, json.dumps(settings, default=str), created, updated, kind),
                 )
                 c.executemany(
                     "INSERT INTO documents(tree, path, sha256, encoding, chars, text, added)"
@@ -184,6 +186,12 @@ class SQLStoreBase(ABC):
 
     def tree_names(self) -> list[str]:
         return [r[0] for r in self._query("SELECT name FROM trees ORDER BY name")]
+
+    def tree_root_kind(self, name: str) -> tuple[str | None, str]:
+        rows = self._query("SELECT root_id, kind FROM trees WHERE name = ?", (name,))
+        if not rows:
+            raise NotFoundError(self.missing_message(name))
+        return rows[0][0], rows[0][1]
 
     def tree_info(self, name: str) -> TreeInfo:
         rows = self._query("SELECT root_id, model, created, updated, kind FROM trees WHERE name = ?", (name,))
@@ -262,13 +270,13 @@ class SQLStoreBase(ABC):
         try:
             with self._tx() as c:
                 self._lock_tree(c, name)  # PostgreSQL: steps of one memory one after another
-                row = c.execute("SELECT created, kind FROM trees WHERE name = ?", (name,)).fetchone()
+                row = c.execute("SELECT created, kind, updated FROM trees WHERE name = ?", (name,)).fetchone()
                 if row and row[1] != kind:
                     raise StoreError(f"{name!r} is a {row[1]} tree, not a {kind}: choose another name")
                 if row:
                     c.execute(
                         "UPDATE trees SET root_id = ?, model = ?, settings_json = ?, updated = ? WHERE name = ?",
-                        (root_id, model, json.dumps(settings, default=str), now, name),
+                        (root_id, model, json.dumps(settings, default=str), touched(row[2]), name),
                     )
                 else:
                     c.execute(

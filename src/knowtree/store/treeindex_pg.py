@@ -39,7 +39,6 @@ from knowtree.store.treeindex_sqlite import (
     indexed,
     links,
     move,
-    node_count,
     node_rows,
     read_state,
     repoint,
@@ -231,8 +230,70 @@ def put_vectors(conn: Any, rows: Iterable[tuple[str, str, str, str, bytes]]) -> 
     )
 
 
+#: the dimensions with an HNSW index over `tree_index_vec.emb` (migration: branch scale2); a vector of
+#: another size is searched by the exact path
+ANN_DIMS: tuple[int, ...] = (256, 384, 512, 768, 1024, 1536)
+EF_MIN = 64  # hnsw.ef_search at the least (pgvector's default: 40); k when larger, up to its 1,000
+
+
+def _vector(query: Any) -> str:
+    return "[" + ",".join(map(repr, [float(x) for x in query])) + "]"
+
+
+def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tuple[str, float]]:
+    """(id, cosine) of `tree`'s `k` entries nearest `query` (unit vectors: cosine = inner product) by
+    the HNSW index of their dimension, vectors of the entries' current text only. `hnsw.ef_search`
+    follows k; `hnsw.iterative_scan = relaxed_order` goes on scanning the graph while the tree filter
+    (and the current-text join) leave fewer than k rows, so another tree's vectors cannot starve the
+    result (up to `hnsw.max_scan_tuples`, 20,000 by default). Not ordered: the caller sorts."""
+    dim = len(query)
+    if dim not in ANN_DIMS:
+        raise ValueError(f"no HNSW index for {dim}-dimensional vectors")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, int(k)))}")
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    # the caller chose this path by the tree's size (`retrieve.treeindex.ann_entries`); the planner,
+    # whose estimate of a tree filter's rows is poor (and none before an ANALYZE), would otherwise
+    # often read every row of the tree and sort them
+    conn.execute("SET LOCAL enable_sort = off")
+    rows = conn.execute(
+        f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
+        " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
+        f" WHERE v.tree = ? AND v.embedder = ? AND vector_dims(v.emb) = {dim}"
+        f" ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
+        (_vector(query), tree, embedder, _vector(query), int(k)),
+    ).fetchall()
+    return [(str(i), float(c)) for i, c in rows]
+
+
+def cosines(conn: Any, tree: str, embedder: str, query: Any, ids: Sequence[str]) -> list[tuple[str, float]]:
+    """(id, cosine with `query`) of the entries named that have a vector of their current text."""
+    out: list[tuple[str, float]] = []
+    for part, marks in in_batches(list(ids), 500):
+        out += conn.execute(
+            "SELECT v.id, -(v.emb <#> ?::vector) FROM tree_index_vec v JOIN tree_index t ON t.tree = v.tree"
+            f" AND t.id = v.id AND t.body_hash = v.hash WHERE v.tree = ? AND v.embedder = ? AND v.id IN ({marks})",
+            (_vector(query), tree, embedder, *part),
+        ).fetchall()
+    return [(str(i), float(c)) for i, c in out]
+
+
+def vector_sample(conn: Any, tree: str, embedder: str, n: int) -> list[bytes]:
+    """`n` of the tree's vectors, always the same ones for the same entries: the first by id (ids are
+    content hashes, so these are spread over the tree), read by the primary key's order."""
+    return [
+        bytes(r[0])
+        for r in conn.execute(
+            "SELECT vec FROM tree_index_vec WHERE tree = ? AND embedder = ? ORDER BY id LIMIT ?",
+            (tree, embedder, int(n)),
+        ).fetchall()
+    ]
+
+
 __all__ = [
+    "ANN_DIMS",
     "ENTRY_COLUMNS",
+    "ann_top",
+    "cosines",
     "current_vectors",
     "delete_entries",
     "doc_lines",
@@ -247,7 +308,6 @@ __all__ = [
     "lexical_top",
     "links",
     "move",
-    "node_count",
     "node_rows",
     "put_vectors",
     "read_state",
@@ -258,6 +318,7 @@ __all__ = [
     "term_docs",
     "tree_head",
     "unembedded",
+    "vector_sample",
     "vectors",
     "vectors_by_hash",
     "write_state",

@@ -18,6 +18,10 @@ from knowtree.store.rows import NODE_COLUMNS, in_batches
 #: what `entry_rows` and `rows_by_id` return per entry, in this order
 ENTRY_COLUMNS = "id, node, parent, leaf, ord, text, context, body_hash, cite_json, leaves"
 
+#: vector dimensions with an approximate index in the database: none here (SQLite's vectors are
+#: scored exactly, memory-mapped; `treeindex_pg.ANN_DIMS` has HNSW)
+ANN_DIMS: tuple[int, ...] = ()
+
 
 # -- what the entries are derived from ------------------------------------------------------------
 def doc_lines(conn: sqlite3.Connection, tree: str) -> list[tuple[str, str, str, str]]:
@@ -34,10 +38,6 @@ def doc_lines(conn: sqlite3.Connection, tree: str) -> list[tuple[str, str, str, 
 def tree_head(conn: sqlite3.Connection, tree: str) -> tuple[str | None, str] | None:
     """(root_id, updated) of a tree, None when there is none."""
     return conn.execute("SELECT root_id, updated FROM trees WHERE name = ?", (tree,)).fetchone()
-
-
-def node_count(conn: sqlite3.Connection, tree: str) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM nodes WHERE tree = ?", (tree,)).fetchone()[0])
 
 
 def node_rows(conn: sqlite3.Connection, tree: str) -> list[tuple]:

@@ -71,11 +71,12 @@ class Model2VecEmbedder:
 
     def __init__(self, files: Model2VecFiles) -> None:
         require("tokenizers", "tokenizers (for the static embedders)")
-        import numpy as np
         from tokenizers import Tokenizer
 
         table_path, tokenizer_path = files.verified()
-        self._table = read_safetensor(table_path, "embeddings").astype(np.float32)
+        # kept as stored (float16: 15 MB, no conversion at load, which a cold question waits for);
+        # a text's rows are converted to float32 before their mean, so the vectors are the same
+        self._table = read_safetensor(table_path, "embeddings")
         self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
@@ -96,5 +97,5 @@ class Model2VecEmbedder:
         for row, enc in enumerate(self._tokenizer.encode_batch(cut, add_special_tokens=False)):
             ids = [i for i in enc.ids if i != self._unk][: self.max_tokens]
             if ids:
-                out[row] = self._table[ids].mean(axis=0)
+                out[row] = self._table[ids].astype(np.float32).mean(axis=0)
         return normalize(out)

@@ -202,6 +202,13 @@ def test_sqlite_to_postgresql_and_back_keeps_every_hash(source: Path, tmp_path: 
             i for i, _ in src.search_nodes("s", "database")
         ]
         assert store.load_messages("chat") == src.load_messages("chat")
+    # the tree index's BM25 postings, derived by PostgreSQL from the copied entries: the same ranking
+    from knowtree.store import treeindex_pg, treeindex_sqlite
+
+    ranked = src.read(lambda c: treeindex_sqlite.lexical(c, "s", ["database", "store"], 10))
+    assert ranked and [
+        i for i, _ in pg.read(lambda c: treeindex_pg.lexical(c, "s", ["database", "store"], 10))
+    ] == [i for i, _ in ranked]
     # PostgreSQL's numbering moved past the copied ledger rows and expert ids: new rows insert
     before = max(n.id for n in list_experts(pg))
     assert add_expert(pg, "*", "a note written after the copy").id == before + 1

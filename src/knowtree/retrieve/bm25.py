@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import UserError
-from knowtree.store.flatindex import LexicalTable, LexRow
+from knowtree.store.flatindex import LexRow, lexical_table
+from knowtree.store.flatindex import match_expression as match_expression  # part of this module's API
 from knowtree.store.migrations import INDEX_NAME
 from knowtree.text import QUERY_STOPWORDS
 
@@ -65,11 +66,6 @@ def query_terms(text: str, *, stopwords: frozenset[str] | None = QUERY_STOPWORDS
         if content:
             return content
     return terms
-
-
-def match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH string that ORs the terms, each quoted so no FTS5 syntax can leak in."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 def fingerprint(passages: Iterable[PassageLike]) -> str:
@@ -112,16 +108,16 @@ class LexicalIndex:
 
     def __init__(
         self,
-        path: str | Path = ":memory:",
+        path: str | Path | Any = ":memory:",
         *,
         name: str = "passages",
         stopwords: frozenset[str] | None = QUERY_STOPWORDS,
     ) -> None:
         check_index_name(name)
-        self.path = str(path)
         self.name = name
         self.stopwords = stopwords
-        self._rows = LexicalTable(self.path, name)
+        self._rows = lexical_table(path, name)
+        self.path = str(self._rows.path)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -180,7 +176,7 @@ class LexicalIndex:
         terms = query_terms(query, stopwords=self.stopwords)
         if not terms or (docs is not None and not docs):
             return []
-        return [(pid, -score) for pid, score in self._rows.search(match_expression(terms), k, docs)]
+        return [(pid, -score) for pid, score in self._rows.search(terms, k, docs)]
 
     def get(self, pid: str) -> Passage | None:
         row = self._rows.get(pid)

@@ -27,6 +27,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from knowtree.errors import StoreError
+from knowtree.store.migrations_flat import FLAT_PG_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -419,6 +420,7 @@ MIGRATIONS: list[str | Step] = [
     ALTER TABLE tree_index_vec ADD COLUMN emb vector;
     """,
     ),
+    Step("", FLAT_PG_SCHEMA),  # branch kbpg: the flat indexes' tables (SQLite: made per index when opened)
 ]
 
 # -- tables made per named index (an index may live in a file of its own, or in memory, where no

@@ -34,18 +34,7 @@ class NetworkBlocked(RuntimeError):
 #: KNOWTREE_TEST_BACKEND=postgresql: what is not on PostgreSQL yet (issue 36), skipped there with its
 #: reason so the gap shows in every run; delete an entry when its feature lands. Keys: a test module, or
 #: a test's node id (without parameters).
-PG_PENDING = {
-    "test_server_tenancy.py::test_keys_cli_create_list_revoke": "reads the keys table of the file with sqlite3",
-    # the tree index's PostgreSQL search and tables (scaleidx); these read SQLite's rowid and FTS5
-    "test_tree_retrieve.py::test_an_edit_reindexes_and_reembeds_only_the_changed_entries": "tree index rowid/FTS5",
-    "test_tree_retrieve.py::test_a_rebuild_that_changes_nothing_writes_no_index_entry": "tree index rowid/FTS5",
-    "test_tree_retrieve.py::test_an_update_derives_only_changed_leaves_and_equals_a_fresh_index": "tree index FTS5",
-    "test_tree_retrieve.py::test_a_memory_update_reuses_the_indexed_messages": "tree index FTS5",
-    "test_tree_retrieve.py::test_removing_a_tree_removes_its_index": "tree index rowid/FTS5",
-    "test_choices.py::test_every_tree_search_adds_a_query_per_option": (
-        "the tree index's BM25 on PostgreSQL (a ts_rank stand-in ranks ties differently)"
-    ),
-}
+PG_PENDING: dict[str, str] = {}
 
 
 def _pg_pending(item: pytest.Item) -> str | None:

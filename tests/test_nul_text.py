@@ -49,3 +49,14 @@ def test_a_text_file_with_a_stray_nul_builds_without_it(tmp_path: Path) -> None:
         texts = _stored_texts(kt, "t")
         assert any("approved in Porto." in t for t in texts)
         assert not any("\x00" in t for t in texts)
+
+
+def test_a_chat_message_with_a_nul_is_refused_on_every_backend(tmp_path: Path) -> None:
+    from knowtree.errors import InputError
+
+    with knowtree.open(tmp_path / "kb.db", model=KeywordModel()) as kt:
+        mem = kt.memory("chat")
+        with pytest.raises(InputError, match=r"message 1: 'content' holds a NUL character"):
+            mem.add([{"role": "user", "content": "plans"}, {"role": "user", "content": "hello\x00 world"}])
+        mem.add([{"role": "user", "content": "hello world"}])  # the store is fine; nothing was half-written
+        assert [m["content"] for m in kt.store.load_messages("chat")] == ["hello world"]

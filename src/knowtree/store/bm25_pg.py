@@ -71,14 +71,12 @@ def add_postings(
     conn: Any, p: Postings, key: str, rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]
 ) -> None:
     """Store the postings of new rows (`rids`, each with its `count_terms`), and the statistics."""
-    conn.executemany(
-        f"INSERT INTO {p.terms}({p.key}, term, rid, tf, len) VALUES (?, ?, ?, ?, ?)",
-        [
-            (key, term, rid, tf, length)
-            for rid, (terms, length) in zip(rids, counted, strict=True)
-            for term, tf in terms.items()
-        ],
+    postings = (
+        (key, term, rid, tf, length)
+        for rid, (terms, length) in zip(rids, counted, strict=True)
+        for term, tf in terms.items()
     )
+    conn.copy_rows(p.terms, (p.key, "term", "rid", "tf", "len"), postings)  # COPY: bulk, several times faster
     _add_df(conn, p, key, Counter(term for terms, _ in counted for term in terms), +1)
     _add_stats(conn, p, key, len(rids), sum(length for _, length in counted))
 

@@ -89,15 +89,16 @@ class PgLexicalTable(_PgTable):
             self._lock(c)
             self._delete(c, [r[0] for r in rows])
             counted = count_terms([r[2] for r in rows])
-            seqs: list[int] = []
-            for row, (_, length) in zip(rows, counted, strict=True):
-                seqs.append(
-                    c.execute(
-                        "INSERT INTO lex_rows(ix, pid, doc, body, meta, toklen) VALUES (?, ?, ?, ?, ?, ?)"
-                        " RETURNING seq",
-                        (self.name, *row, length),
-                    ).fetchone()[0]
+            c.executemany(
+                "INSERT INTO lex_rows(ix, pid, doc, body, meta, toklen) VALUES (?, ?, ?, ?, ?, ?)",
+                [(self.name, *row, length) for row, (_, length) in zip(rows, counted, strict=True)],
+            )
+            seq: dict[str, int] = {}
+            for part, marks in in_batches([r[0] for r in rows], 500):
+                seq.update(
+                    c.execute(f"SELECT pid, seq FROM lex_rows WHERE ix = ? AND pid IN ({marks})", (self.name, *part))
                 )
+            seqs = [seq[r[0]] for r in rows]
             add_postings(c, POSTINGS, self.name, seqs, counted)
             self._forget(c)
 

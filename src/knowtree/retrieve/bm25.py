@@ -98,7 +98,10 @@ def check_index_name(name: str) -> None:
 class LexicalIndex:
     """BM25 search over passages, stored in an SQLite FTS5 table.
 
-    `path` is an SQLite file (indexes persist and can be shared by several names) or ":memory:".
+    `path` is an SQLite file (indexes persist and can be shared by several names) or ":memory:", or a
+    PostgreSQL knowtree database (a `postgresql://` URL or a PostgreSQL store), where the ranking is
+    FTS5's BM25 computed from postings (store/flatindex_pg.py; a query word FTS5 reads as a phrase of
+    several tokens, such as "foo_bar", is left out there).
     `name` picks the table, so one file can hold one index per corpus.
 
         idx = LexicalIndex(":memory:")

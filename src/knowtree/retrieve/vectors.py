@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class VectorIndex:
-    """Embedding search over passages; vectors persist in an SQLite file (or ":memory:")."""
+    """Embedding search over passages; vectors persist in an SQLite file (or ":memory:"), or in a
+    PostgreSQL knowtree database (a `postgresql://` URL or a PostgreSQL store: store/flatindex_pg.py)."""
 
     def __init__(
         self,

@@ -34,35 +34,7 @@ class NetworkBlocked(RuntimeError):
 #: KNOWTREE_TEST_BACKEND=postgresql: what is not on PostgreSQL yet (issue 36), skipped there with its
 #: reason so the gap shows in every run; delete an entry when its feature lands. Keys: a test module, or
 #: a test's node id (without parameters).
-PG_PENDING = {
-    "test_kb.py": "knowledge bases: their passage indexes are SQLite tables (kb.py refuses a PostgreSQL store)",
-    "test_kb_rank.py": "knowledge bases on PostgreSQL",
-    "test_kb_rerank.py": "knowledge bases on PostgreSQL",
-    "test_server_kbs.py": "knowledge bases on PostgreSQL",
-    "test_bounded_inputs.py::test_a_failed_kb_upload_job_removes_its_files_and_kb_citations_name_uploads_by_name": (
-        "knowledge bases on PostgreSQL"
-    ),
-    **{
-        f"{module}::{test}": "knowledge bases on PostgreSQL"
-        for module, test in (
-            ("test_tenant_isolation.py", "test_a_knowledge_base_docs_folder_does_not_follow_a_link_out"),
-            ("test_tenant_isolation.py", "test_a_tenant_named_like_an_internal_label_sees_nothing_of_others"),
-            ("test_tenant_isolation.py", "test_a_tenant_sees_its_own_runs_knowledge_base_runs_included"),
-            ("test_tenant_isolation.py", "test_the_local_owner_still_sees_every_run_under_its_label"),
-            ("test_bounded_inputs.py", "test_a_bad_uploaded_file_is_refused_by_the_name_it_was_uploaded_as"),
-        )
-    },
-    "test_server_tenancy.py::test_keys_cli_create_list_revoke": "reads the keys table of the file with sqlite3",
-    # the tree index's PostgreSQL search and tables (scaleidx); these read SQLite's rowid and FTS5
-    "test_tree_retrieve.py::test_an_edit_reindexes_and_reembeds_only_the_changed_entries": "tree index rowid/FTS5",
-    "test_tree_retrieve.py::test_a_rebuild_that_changes_nothing_writes_no_index_entry": "tree index rowid/FTS5",
-    "test_tree_retrieve.py::test_an_update_derives_only_changed_leaves_and_equals_a_fresh_index": "tree index FTS5",
-    "test_tree_retrieve.py::test_a_memory_update_reuses_the_indexed_messages": "tree index FTS5",
-    "test_tree_retrieve.py::test_removing_a_tree_removes_its_index": "tree index rowid/FTS5",
-    "test_choices.py::test_every_tree_search_adds_a_query_per_option": (
-        "the tree index's BM25 on PostgreSQL (a ts_rank stand-in ranks ties differently)"
-    ),
-}
+PG_PENDING: dict[str, str] = {}
 
 
 def _pg_pending(item: pytest.Item) -> str | None:

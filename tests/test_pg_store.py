@@ -35,6 +35,7 @@ def test_qmark_placeholders_become_psycopg_ones_outside_quotes(sql: str, want: s
     assert qmark_to_format(sql) == want
 
 
+@pytest.mark.sqlite_only  # opens a file path: the PostgreSQL test mode redirects it to a database
 def test_a_url_names_postgresql_anything_else_a_sqlite_file(tmp_path: Any) -> None:
     assert dialect.is_url("postgresql://u@h/db") and dialect.is_url("postgres://u@h/db")
     assert not dialect.is_url(str(tmp_path / "kb.db")) and not dialect.is_url(":memory:")
@@ -175,12 +176,16 @@ def test_the_eval_tree_method_keeps_its_working_tree_in_the_db_url(pg_url: str) 
     store.close()
 
 
-def test_a_knowledge_base_on_postgresql_is_refused_with_a_clear_error(pg_url: str, tmp_path: Any) -> None:
-    """Its passage indexes are SQLite tables: on a PostgreSQL store they would be lost between
-    processes (asks finding nothing), so the KB says so instead."""
-    from knowtree.errors import StoreError
+def test_a_knowledge_bases_passage_indexes_live_in_the_postgresql_database(pg_url: str) -> None:
+    """Kept in the database itself (store/flatindex_pg.py), so another process finds them (they were
+    refused on PostgreSQL before: SQLite tables would have been lost between processes)."""
+    from knowtree.retrieve.bm25 import Passage
 
     kt = KnowTree(pg_url, model="keyword", read_env=False)
-    with pytest.raises(StoreError, match="not yet kept in a PostgreSQL store"):
-        kt.kb("hp").indexes()
+    kt.kb("hp").indexes("hash").add("chunks", [Passage("c1", "Reset the printer by holding the power button")])
     kt.close()
+    again = KnowTree(pg_url, model="keyword", read_env=False)
+    indexes = again.kb("hp").indexes("hash")
+    assert indexes.count("chunks") == 1
+    assert [pid for pid, _ in indexes.lexical("chunks").search("how to reset the printer", 3)] == ["c1"]
+    again.close()

@@ -244,7 +244,11 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     assert runner.invoke(app, ["keys", "revoke", created["id"], "--db", db]).exit_code == 0
     assert "revoked" in runner.invoke(app, ["keys", "list", "--db", db]).output
     assert runner.invoke(app, ["keys", "create", "Bad Name", "--db", db]).exit_code == 1
-    import sqlite3
+    from knowtree.store import open_store
 
-    stored = sqlite3.connect(db).execute("SELECT key_hash FROM api_keys").fetchone()[0]
+    store = open_store(db, create=False)  # the same database the CLI wrote, on either backend
+    try:
+        stored = store.query("SELECT key_hash FROM api_keys")[0][0]
+    finally:
+        store.close()
     assert created["key"] not in stored and len(stored) == 64

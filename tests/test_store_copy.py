@@ -72,12 +72,11 @@ def test_sqlite_to_sqlite_copies_every_table_and_verifies(source: Path, tmp_path
         "tenants",
         "api_keys",
         "runs",
+        "tree_index",
     ):
         assert by_name[name].source_rows > 0, name
         assert by_name[name].written == by_name[name].source_rows == by_name[name].dest_rows
     assert _tables(dst) == _tables(src)  # whole tables equal, not only the rows under source keys
-    # a tree's index is derived from its nodes: never copied raw (the destination indexes the trees)
-    assert not {"tree_index", "tree_index_vec", "tree_index_state"} & set(by_name)
     # what the destination derives itself: full-text search answers alike, documents in stored order
     assert dst.search_nodes("s", "database") == src.search_nodes("s", "database") != []
     assert [d.path for d in dst.documents("s")] == [d.path for d in src.documents("s")]
@@ -171,9 +170,6 @@ def test_cli_prints_the_table_and_exits_by_the_result(source: Path, tmp_path: Pa
     dst = tmp_path / "dst.db"
     out = invoke(cli, "db", "copy", str(source), str(dst))
     assert "nodes" in out and "row(s) verified" in out
-    indexed = SQLiteStore(dst)  # the command indexed the copied trees: the first question reads a ready index
-    assert indexed.query("SELECT COUNT(*) FROM tree_index WHERE tree = 's'")[0][0] > 0
-    indexed.close()
     data = json.loads(invoke(cli, "db", "copy", str(source), str(dst), "--json"))
     assert data["ok"] and {t["name"]: t["written"] for t in data["tables"]}["nodes"] == 0
     invoke(cli, "db", "copy", str(tmp_path / "missing.db"), str(dst), code=1)
@@ -197,7 +193,7 @@ def test_sqlite_to_postgresql_and_back_keeps_every_hash(source: Path, tmp_path: 
     assert again.ok
     hashes = {t.name: (t.source_rows, t.source_hash) for t in there.tables}
     assert {t.name: (t.source_rows, t.source_hash) for t in again.tables} == hashes
-    assert hashes["nodes"][0] > 0 and "tree_index" not in hashes
+    assert hashes["nodes"][0] > 0 and hashes["tree_index_vec"][0] > 0
     assert {k: v for k, v in _tables(back).items() if k not in there.skipped} == {
         k: v for k, v in _tables(src).items() if k not in there.skipped
     }
@@ -206,6 +202,13 @@ def test_sqlite_to_postgresql_and_back_keeps_every_hash(source: Path, tmp_path: 
             i for i, _ in src.search_nodes("s", "database")
         ]
         assert store.load_messages("chat") == src.load_messages("chat")
+    # the tree index's BM25 postings, derived by PostgreSQL from the copied entries: the same ranking
+    from knowtree.store import treeindex_pg, treeindex_sqlite
+
+    ranked = src.read(lambda c: treeindex_sqlite.lexical(c, "s", ["database", "store"], 10))
+    assert ranked and [
+        i for i, _ in pg.read(lambda c: treeindex_pg.lexical(c, "s", ["database", "store"], 10))
+    ] == [i for i, _ in ranked]
     # PostgreSQL's numbering moved past the copied ledger rows and expert ids: new rows insert
     before = max(n.id for n in list_experts(pg))
     assert add_expert(pg, "*", "a note written after the copy").id == before + 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from knowtree.retrieve.treeindex import TreeIndex
 from knowtree.retrieve.treescore import ScoreParams, TreeShape, leaf_scores, pack, rank, rollup
 from knowtree.store import migrations
 from knowtree.store.migrations import MIGRATIONS
+from knowtree.store.portable import dialect_of
 from knowtree.testing.models import FunctionModel, KeywordModel
 from knowtree.types import Node, NodeKind, NodeMeta, Span
 
@@ -151,7 +153,7 @@ class CountingEmbedder(HashEmbedder):
 def _rows(kt: KnowTree, tree: str) -> dict[str, tuple[int, str, str]]:
     rows = kt.store.read(
         lambda c: c.execute(
-            "SELECT id, rowid, hash, body_hash FROM tree_index WHERE tree = ?", (tree,)
+            "SELECT id, rid, hash, body_hash FROM tree_index WHERE tree = ?", (tree,)
         ).fetchall()
     )
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
@@ -169,7 +171,7 @@ def test_an_edit_reindexes_and_reembeds_only_the_changed_entries(tmp_path: Path)
         Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
         kt.build(paths, tree="t")
         after = _rows(kt, "t")
-        # a row whose text did not change keeps its rowid (and FTS row); only new text is indexed
+        # a row whose text did not change keeps its row number (and FTS row, postings); only new text is indexed
         kept = [i for i in after if i in before and after[i][0] == before[i][0]]
         new_text = {after[i][2] for i in after} - {before[i][2] for i in before}
         assert kept and new_text
@@ -198,6 +200,16 @@ def _index_writes(statements: Sequence[str]) -> list[str]:
     ]
 
 
+def _traced(kt: KnowTree) -> bool:
+    return dialect_of(kt.store) == "sqlite"
+
+
+def _trace(kt: KnowTree, callback: Any) -> None:
+    """SQLite's statement trace (PostgreSQL's connections have none: a no-op there)."""
+    if _traced(kt):
+        kt.store.write(lambda c: c.set_trace_callback(callback))
+
+
 def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,33 +221,39 @@ def test_a_rebuild_that_changes_nothing_writes_no_index_entry(
         statements: list[str] = []
         derived = indexsync.tree_entries
         monkeypatch.setattr(indexsync, "tree_entries", _not_derived)  # the fingerprint says unchanged
-        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        _trace(kt, statements.append)
         try:
             kt.build(paths, tree="t")  # same files, same (cached) model answers: same nodes
             index = TreeIndex(kt.store, "t")  # and the next reader finds it current
         finally:
-            kt.store.write(lambda c: c.set_trace_callback(None))
-        assert any("INSERT INTO nodes" in s for s in statements)  # the tree itself was saved again
-        assert _index_writes(statements) == []
+            _trace(kt, None)
+        if _traced(kt):  # SQLite shows every statement; on PostgreSQL the row numbers below tell
+            assert any("INSERT INTO nodes" in s for s in statements)  # the tree itself was saved again
+            assert _index_writes(statements) == []
         assert index.last_sync is None  # no re-sync on read either
         assert _rows(kt, "t") == before
         monkeypatch.setattr(indexsync, "tree_entries", derived)
         # one changed file: entries are derived and written again, only for what changed
         Path(paths[1]).write_text(CORPUS["launch.md"].replace("Lisbon", "Porto"), encoding="utf-8")
         statements.clear()
-        kt.store.write(lambda c: c.set_trace_callback(statements.append))
+        _trace(kt, statements.append)
         try:
             kt.build(paths, tree="t")
         finally:
-            kt.store.write(lambda c: c.set_trace_callback(None))
-        assert _index_writes(statements)
+            _trace(kt, None)
+        assert _index_writes(statements) or not _traced(kt)
         assert _rows(kt, "t") != before
         _fts_consistent(kt)
 
 
 def _fts_consistent(kt: KnowTree) -> None:
-    """The FTS index holds exactly the entries' current text: every (term, row, offset) equals a fresh
-    index's over `tree_index.body` (external content: SQLite's own integrity-check does not compare)."""
+    """The full-text index holds exactly the entries' current text. SQLite: every (term, row, offset)
+    of the FTS5 table equals a fresh index's over `tree_index.body` (external content: SQLite's own
+    integrity-check does not compare). PostgreSQL: the BM25 postings, lengths, document frequencies
+    and sizes (store/bm25_pg.py) equal those counted afresh from the entries."""
+    if dialect_of(kt.store) == "postgresql":
+        kt.store.read(_postings_consistent)
+        return
 
     def instances(c: Any) -> tuple[list[tuple], list[tuple]]:
         c.execute(
@@ -255,6 +273,27 @@ def _fts_consistent(kt: KnowTree) -> None:
 
     kept, fresh = kt.store.write(instances)
     assert kept == fresh and kept
+
+
+def _postings_consistent(c: Any) -> None:
+    from knowtree.store.bm25_pg import count_terms
+
+    rows = c.execute("SELECT tree, rid, context, text, toklen FROM tree_index").fetchall()
+    counted = count_terms([f"{r[2]}\n{r[3]}" if r[2] else r[3] for r in rows])
+    assert [r[4] for r in rows] == [n for _, n in counted]
+    fresh = sorted(
+        (r[0], term, r[1], tf, n) for r, (terms, n) in zip(rows, counted, strict=True) for term, tf in terms.items()
+    )
+    assert sorted(c.execute("SELECT tree, term, rid, tf, len FROM tree_index_terms").fetchall()) == fresh and fresh
+    df = Counter((tree, term) for tree, term, *_ in fresh)
+    assert dict(((t, w), n) for t, w, n in c.execute("SELECT tree, term, docs FROM tree_index_df WHERE docs <> 0")) == df
+    sizes: dict[str, list[int]] = {}
+    for r, (_, n) in zip(rows, counted, strict=True):
+        sizes.setdefault(r[0], [0, 0])
+        sizes[r[0]][0] += 1
+        sizes[r[0]][1] += n
+    kept = c.execute("SELECT tree, entries, tokens FROM tree_index_stats WHERE entries <> 0").fetchall()
+    assert {t: [int(e), int(k)] for t, e, k in kept} == sizes
 
 
 def _index_table(kt: KnowTree, tree: str) -> list[tuple]:
@@ -614,13 +653,16 @@ def test_removing_a_tree_removes_its_index(tmp_path: Path) -> None:
         assert _rows(kt, "t") and _rows(kt, "u")
         kt.store.delete_tree("t")
         assert not _rows(kt, "t") and _rows(kt, "u")
-        left = kt.store.read(
-            lambda c: [
-                c.execute(f"SELECT count(*) FROM {table} WHERE tree = 't'").fetchone()[0]
-                for table in ("tree_index_fts", "tree_index_vec", "tree_index_state")
-            ]
+        derived = (
+            ("tree_index_fts",)
+            if dialect_of(kt.store) == "sqlite"
+            else ("tree_index_terms", "tree_index_df", "tree_index_stats")
         )
-        assert left == [0, 0, 0]
+        tables = (*derived, "tree_index_vec", "tree_index_state")
+        left = kt.store.read(
+            lambda c: [c.execute(f"SELECT count(*) FROM {table} WHERE tree = 't'").fetchone()[0] for table in tables]
+        )
+        assert left == [0] * len(tables)
         _fts_consistent(kt)
         assert TreeIndex(kt.store, "u").lexical("launch budget")
 

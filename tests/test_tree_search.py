@@ -285,6 +285,8 @@ def test_collection_semantic_strategy_scores_documents(
     assert "bolt-2021.pdf" in answer.trace[0].outcome.split(",")[0]
     assert "√(N+1)" in answer.trace[0].reason
     assert model.count("collection") == 0 and model.count("collection_filter") == 0
+    with knowtree.open(collection, model=model) as kt:  # the index was kept in the database (either backend)
+        assert kt.store.query("SELECT COUNT(*) FROM vector_indexes") == [(1,)]
 
 
 # -- expert notes ------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from knowtree.construct.kb.builder import (
     build,
     solve_one,
 )
-from knowtree.errors import StoreError, UserError
+from knowtree.errors import UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,
     DocSection,
@@ -111,12 +111,10 @@ class KB:
     # -- plumbing ------------------------------------------------------------------------------
     def indexes(self, embedder: str | None = None) -> KBIndexes:
         if self._indexes is None:
-            if is_url(self.kt.store.path):  # its passage indexes are SQLite tables (retrieve/kbindex.py)
-                raise StoreError(
-                    f"knowledge base {self.name!r}: knowledge bases are not yet kept in a PostgreSQL store"
-                    " (their passage indexes are SQLite tables); use an SQLite --db for knowledge bases"
-                )
-            self._indexes = KBIndexes(self.kt.store.path, self.name, embedder or self._embedder)
+            store = self.kt.store
+            # the passage indexes live in the KB's database: its file, or the PostgreSQL store itself
+            where = store if is_url(store.path) else store.path
+            self._indexes = KBIndexes(where, self.name, embedder or self._embedder)
         return self._indexes
 
     def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:

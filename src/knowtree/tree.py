@@ -249,8 +249,8 @@ class Tree:
             walk_options=walk_options or self.walk_options(),
             notes=expert_notes([n.text for n in list_experts(store, self.name)], question),
             documents=doc_infos(store, self.name),
-            # the collection's flat index: in the SQLite file; in memory for ":memory:" or PostgreSQL
-            index_path=store.path if store.path != ":memory:" and not is_url(store.path) else None,
+            # the collection's flat index: in the SQLite file or the PostgreSQL database; in memory for ":memory:"
+            index_path=store if is_url(store.path) else store.path if store.path != ":memory:" else None,
             index_name=index_name(self.name),
             summarize=self._summarizer(client) if lazy else None,
             answer=answer,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, StrictInt, create_model
 
@@ -76,7 +77,7 @@ def select_documents(
     strategy: str = "auto",
     max_docs: int = 3,
     nodes: dict[str, Node] | None = None,
-    index_path: str | None = None,
+    index_path: str | Any | None = None,
     index_name: str = "collection",
 ) -> Selection:
     if strategy == "auto":
@@ -214,7 +215,7 @@ def by_semantic(
     *,
     max_docs: int,
     top_k: int = 30,
-    index_path: str | None = None,
+    index_path: str | Any | None = None,
     index_name: str = "collection",
 ) -> Selection:
     from knowtree.retrieve.bm25 import Passage

@@ -141,7 +141,7 @@ class StructuredAsk:
     walk_options: WalkOptions
     notes: list[str] = field(default_factory=list)  # expert notes matching the question
     documents: Sequence[Any] = ()  # a collection's `DocInfo`s (one or none: a single document)
-    index_path: str | None = None  # where the collection's semantic index lives
+    index_path: str | Any | None = None  # where the collection's semantic index lives (a file, a PostgreSQL store)
     index_name: str = ""
     summarize: Callable[[Node], NodeMeta] | None = None  # lazy summaries: one node's, kept by the facade
     answer: bool = True  # search and retrieve: also make the answer call

@@ -27,15 +27,6 @@ def open_store(spec: str, *, must_exist: bool) -> Any:
     return open_store(spec)
 
 
-def _index_trees(store: Any) -> None:
-    """Index every tree of the destination now (entries, full-text rows, vectors): the index is
-    derived from the nodes and is not copied, so the first question after a copy reads a ready index."""
-    from knowtree.retrieve.treeindex import TreeIndex
-
-    for name in store.tree_names():
-        TreeIndex(store, name)
-
-
 def copy_command(
     src: Annotated[str, typer.Argument(help="the store to copy from: an SQLite file or a postgresql:// URL")],
     dst: Annotated[str, typer.Argument(help="the store to copy into (an SQLite file is created if missing)")],
@@ -54,9 +45,7 @@ def copy_command(
         try:
             dest = open_store(dst, must_exist=False)
             try:
-                report = copy_store(source, dest, batch=batch)
-                _index_trees(dest)
-                return report
+                return copy_store(source, dest, batch=batch)
             finally:
                 dest.close()
         finally:

@@ -274,6 +274,9 @@ def _message(rec: Any, name: str, where: str, **extra: Any) -> ChatMessage:
     speaker = rec.get("name")
     if speaker is not None and not isinstance(speaker, str):
         raise InputError(name, f"{where}: 'name' must be a string")
+    for field, value in (("content", content), ("name", speaker or "")):
+        if "\x00" in value:  # no text holds one (and PostgreSQL's TEXT cannot): refused on every backend
+            raise InputError(name, f"{where}: {field!r} holds a NUL character (\\x00); remove it")
     stamp = rec.get("timestamp", rec.get("time", rec.get("created_at")))
     iso = None
     if stamp is not None and stamp != "":

@@ -13,6 +13,7 @@ import re
 
 from knowtree.errors import InputError
 from knowtree.ingest.structure import Section, StructuredDocument, close_sections, join_pages
+from knowtree.ingest.text import without_nul
 
 PDF_MAGIC = b"%PDF-"
 
@@ -130,7 +131,7 @@ def title_on_page(doc: StructuredDocument, title: str, page: int) -> bool:
 
 def _page_text(page: object) -> str:
     try:
-        return page.extract_text() or ""  # type: ignore[attr-defined]
+        return without_nul(page.extract_text() or "")  # type: ignore[attr-defined]
     except Exception:  # one damaged page should not lose the document
         return ""
 
@@ -148,7 +149,7 @@ def _outline(reader: object) -> list[tuple[str, int, int]]:
                 page = reader.get_destination_page_number(item)  # type: ignore[attr-defined]
             except Exception:
                 continue
-            title = " ".join(str(getattr(item, "title", "") or "").split())
+            title = " ".join(without_nul(str(getattr(item, "title", "") or "")).split())
             if title and page is not None and page >= 0:
                 out.append((title, level, page + 1))
 

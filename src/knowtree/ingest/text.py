@@ -139,12 +139,20 @@ def _load_file(path: str, max_bytes: int) -> Document:
     if not data:
         raise InputError(path, _EMPTY)
     text, encoding = _decode(path, data)
+    text = without_nul(text)  # a stray NUL (under the binary threshold) is no text: dropped
     # Normalize newlines; spans and line numbers are offsets into this normalized text.
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise InputError(path, _EMPTY)
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return Document(path=path, text=text, encoding=encoding, sha256=sha)
+
+
+def without_nul(text: str) -> str:
+    """`text` without NUL characters. They carry no text (pypdf emits them for glyphs it cannot map;
+    a text file holds a few at most, more is refused as binary), and PostgreSQL's TEXT cannot store
+    them: every reader drops them, so a document reads and stores the same on both backends."""
+    return text.replace("\x00", "")
 
 
 def _too_large(size: int, max_bytes: int) -> str:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from knowtree.errors import UserError
-from knowtree.store.flatindex import LexicalTable, LexRow
+from knowtree.store.flatindex import LexRow, lexical_table
+from knowtree.store.flatindex import match_expression as match_expression  # part of this module's API
 from knowtree.store.migrations import INDEX_NAME
 from knowtree.text import QUERY_STOPWORDS
 
@@ -67,11 +68,6 @@ def query_terms(text: str, *, stopwords: frozenset[str] | None = QUERY_STOPWORDS
     return terms
 
 
-def match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH string that ORs the terms, each quoted so no FTS5 syntax can leak in."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
 def fingerprint(passages: Iterable[PassageLike]) -> str:
     """A content hash of passages (ids, documents and texts), to tell whether a stored index is current."""
     h = hashlib.sha256()
@@ -102,7 +98,10 @@ def check_index_name(name: str) -> None:
 class LexicalIndex:
     """BM25 search over passages, stored in an SQLite FTS5 table.
 
-    `path` is an SQLite file (indexes persist and can be shared by several names) or ":memory:".
+    `path` is an SQLite file (indexes persist and can be shared by several names) or ":memory:", or a
+    PostgreSQL knowtree database (a `postgresql://` URL or a PostgreSQL store), where the ranking is
+    FTS5's BM25 computed from postings (store/flatindex_pg.py; a query word FTS5 reads as a phrase of
+    several tokens, such as "foo_bar", is left out there).
     `name` picks the table, so one file can hold one index per corpus.
 
         idx = LexicalIndex(":memory:")
@@ -112,16 +111,16 @@ class LexicalIndex:
 
     def __init__(
         self,
-        path: str | Path = ":memory:",
+        path: str | Path | Any = ":memory:",
         *,
         name: str = "passages",
         stopwords: frozenset[str] | None = QUERY_STOPWORDS,
     ) -> None:
         check_index_name(name)
-        self.path = str(path)
         self.name = name
         self.stopwords = stopwords
-        self._rows = LexicalTable(self.path, name)
+        self._rows = lexical_table(path, name)
+        self.path = str(self._rows.path)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -180,7 +179,7 @@ class LexicalIndex:
         terms = query_terms(query, stopwords=self.stopwords)
         if not terms or (docs is not None and not docs):
             return []
-        return [(pid, -score) for pid, score in self._rows.search(match_expression(terms), k, docs)]
+        return [(pid, -score) for pid, score in self._rows.search(terms, k, docs)]
 
     def get(self, pid: str) -> Passage | None:
         row = self._rows.get(pid)

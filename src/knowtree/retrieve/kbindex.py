@@ -23,7 +23,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from knowtree.retrieve.bm25 import LexicalIndex, Passage
 from knowtree.retrieve.embed import Embedder, get_embedder
@@ -45,13 +45,20 @@ FITS = FitCache(8)  # fitted issue similarities, by (index, embedder, index vers
 
 
 class KBIndexes:
-    def __init__(self, path: str, kb: str, embedder: Embedder | str | None = None) -> None:
+    def __init__(self, path: str | Any, kb: str, embedder: Embedder | str | None = None) -> None:
+        """`path`: an SQLite file, ":memory:", or a PostgreSQL store (store/flatindex.py)."""
         self.embedder = (
             embedder if isinstance(embedder, Embedder) else get_embedder(*([embedder] if embedder else []))
         )
         tag = "kb_" + hashlib.sha256(kb.encode("utf-8")).hexdigest()[:12]
         # what a fitted similarity is cached under: the file (an in-memory index is this object's own)
-        self._where = os.path.abspath(path) if path != ":memory:" else "memory:" + uuid.uuid4().hex
+        self._where = (
+            "memory:" + uuid.uuid4().hex
+            if path == ":memory:"
+            else os.path.abspath(path)
+            if isinstance(path, str)
+            else str(path.path)
+        )
         self._lex = {part: LexicalIndex(path, name=f"{tag}_{part}") for part in ("issues", "chunks")}
         self._vec = {
             part: VectorIndex(path, name=f"{tag}_{part}", embedder=self.embedder)

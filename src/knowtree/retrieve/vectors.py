@@ -14,22 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knowtree.retrieve.bm25 import PassageLike, check_index_name, fingerprint, unpack
 from knowtree.retrieve.embed import Embedder, get_embedder
-from knowtree.store.flatindex import VectorTable
+from knowtree.store.flatindex import vector_table
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 class VectorIndex:
-    """Embedding search over passages; vectors persist in an SQLite file (or ":memory:")."""
+    """Embedding search over passages; vectors persist in an SQLite file (or ":memory:"), or in a
+    PostgreSQL knowtree database (a `postgresql://` URL or a PostgreSQL store: store/flatindex_pg.py)."""
 
     def __init__(
         self,
-        path: str | Path = ":memory:",
+        path: str | Path | Any = ":memory:",
         *,
         name: str = "passages",
         embedder: Embedder | str | None = None,
@@ -37,13 +38,13 @@ class VectorIndex:
     ) -> None:
         check_index_name(name)
         self.embedder = embedder if isinstance(embedder, Embedder) else get_embedder(embedder or None)
-        self.path = str(path)
         self.name = name
         self.batch = batch
         self._matrix: np.ndarray | None = None
         self._ids: list[str] = []
         self._docs: list[str] = []
-        self._rows = VectorTable(self.path, name)
+        self._rows = vector_table(path, name)
+        self.path = str(self._rows.path)
 
     def close(self) -> None:
         self._rows.close()

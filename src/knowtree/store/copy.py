@@ -79,7 +79,7 @@ def copy_store(
     copy midway; `progress(table, rows written so far)` after each batch."""
     if _same_database(src, dst):
         raise StoreError(f"{src.path}: the source and the destination are the same database: nothing to copy")
-    if dialect_of(dst) == "sqlite":  # an index's table exists once it was opened: create the source's
+    if dialect_of(src) == dialect_of(dst) == "sqlite":  # an index's table exists once opened: make the source's
         dst.write(lambda c: _create_flat_tables(c, [t.name for t in list_tables(src) if t.flat]))
     dest_tables = {t.name: t for t in list_tables(dst)}
     report = CopyReport()

@@ -1,5 +1,5 @@
 """What a store derives from its rows rather than stores as data — the full-text rows of nodes and
-the tree index's — rebuilt after `db copy` wrote the rows without them (store/copy.py).
+the tree index's (PostgreSQL: its BM25 postings) — rebuilt after `db copy` wrote the rows without them (store/copy.py).
 
 On SQLite the nodes' full-text rows are FTS5 rows keyed by their node row's rowid, the tree index's
 an external-content FTS5 table ('rebuild' re-reads it); on PostgreSQL `nodes_fts` rows are keyed by
@@ -26,6 +26,12 @@ def rebuild_search(store: Any, trees: Sequence[str], batch: int = 2000) -> None:
     for name in trees:
         store.write(lambda c, name=name: _tree_fts(c, name, pg, batch))
     if pg:
+        from knowtree.store.treeindex_pg import rebuild_postings
+
+        indexed = {r[0] for r in store.query("SELECT DISTINCT tree FROM tree_index")}
+        for name in trees:
+            if name in indexed:  # the tree index's BM25 postings (store/bm25_pg.py)
+                store.write(lambda c, name=name: rebuild_postings(c, name, batch))
         extra = getattr(store, "rebuild_search", None)
         if callable(extra):
             extra()

@@ -5,15 +5,19 @@ the registry rows saying what each index holds.
 
 retrieve/ keeps the algorithms (query terms, fingerprints, embedding, scoring); the SQL is here.
 The lexical table is SQLite FTS5 (its BM25 ranking is the baseline every method is measured
-against), so these indexes stay SQLite files whatever the store's backend.
+against). In a PostgreSQL knowtree database the same indexes are kept by store/flatindex_pg.py,
+which computes FTS5's BM25 in SQL: `lexical_table` / `vector_table` pick the implementation.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from knowtree.errors import StoreError
+from knowtree.store.dialect import is_url
 from knowtree.store.migrations import create_lexical_index, create_vector_index
 from knowtree.store.portable import upsert
 
@@ -21,6 +25,44 @@ from knowtree.store.portable import upsert
 LexRow = tuple[str, str, str, str]
 #: (pid, doc, embedder id, float32 bytes)
 VecRow = tuple[str, str, str, bytes]
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH string that ORs the terms, each quoted so no FTS5 syntax can leak in."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _postgres(where: Any) -> tuple[Any, bool] | None:
+    """(a PostgreSQL store, whether it was opened here) for `where` (a `PostgresStore`, or a
+    postgresql:// URL, opened with a pool of one); None for an SQLite file or ":memory:"."""
+    if getattr(where, "dialect", None) == "postgresql":
+        return where, False
+    if isinstance(where, str) and is_url(where):
+        from knowtree.store.postgres import PostgresStore
+
+        return PostgresStore(where, pool_size=1), True
+    return None
+
+
+def lexical_table(where: str | Path | Any, name: str) -> Any:
+    """The lexical index `name` in `where`: an SQLite file, ":memory:", a postgresql:// URL or a
+    PostgreSQL store (`flatindex_pg.PgLexicalTable`)."""
+    pg = _postgres(where)
+    if pg is None:
+        return LexicalTable(str(where), name)
+    from knowtree.store.flatindex_pg import PgLexicalTable
+
+    return PgLexicalTable(pg[0], name, owned=pg[1])
+
+
+def vector_table(where: str | Path | Any, name: str) -> Any:
+    """The vector index `name` in `where` (as `lexical_table`)."""
+    pg = _postgres(where)
+    if pg is None:
+        return VectorTable(str(where), name)
+    from knowtree.store.flatindex_pg import PgVectorTable
+
+    return PgVectorTable(pg[0], name, owned=pg[1])
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -109,9 +151,12 @@ class LexicalTable(_Table):
             (self.name, fingerprint, passages),
         )
 
-    def search(self, match: str, k: int, docs: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """(pid, FTS5 bm25) of the `k` best rows for an FTS5 MATCH expression (lower is better),
+    def search(
+        self, terms: Sequence[str], k: int, docs: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """(pid, FTS5 bm25) of the `k` best rows holding any of the query words (lower is better),
         ties in stored order; `docs` keeps rows of those documents only."""
+        match = match_expression(terms)
         sql = f"SELECT pid, bm25({self.table}) AS s FROM {self.table} WHERE {self.table} MATCH ?"
         args: list[object] = [match]
         if docs is not None:
@@ -185,4 +230,13 @@ class VectorTable(_Table):
         ).fetchall()
 
 
-__all__ = ["LexRow", "LexicalTable", "VecRow", "VectorTable", "connect"]
+__all__ = [
+    "LexRow",
+    "LexicalTable",
+    "VecRow",
+    "VectorTable",
+    "connect",
+    "lexical_table",
+    "match_expression",
+    "vector_table",
+]

@@ -26,6 +26,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from knowtree.errors import StoreError
+from knowtree.store.migrations_flat import FLAT_PG_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -429,6 +430,7 @@ MIGRATIONS: list[str | Step] = [
             for d in (256, 384, 512, 768, 1024, 1536)
         ),
     ),
+    Step("", FLAT_PG_SCHEMA),  # branch kbpg: the flat indexes' tables (SQLite: made per index when opened)
 ]
 
 # the tables made per named index at run time (no migration runs in a file of its own or in memory)

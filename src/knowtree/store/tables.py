@@ -25,19 +25,8 @@ from knowtree.store.portable import dialect_of
 PARENTS = ("trees", "tenants", "kbs")
 #: derived or bookkeeping tables, never copied (re-derived by the destination when it needs them)
 DERIVED = frozenset(
-    {
-        "sqlite_sequence",
-        "schema_version",
-        # a tree's index: derived from its nodes (entries, postings, statistics, vectors); the
-        # destination indexes the copied trees itself (`knowtree db copy` does it after the copy)
-        "tree_index",
-        "tree_index_vec",
-        "tree_index_state",
-        "tree_index_terms",
-        "tree_index_df",
-        "tree_index_stats",
-    }
-)
+    {"sqlite_sequence", "schema_version", "tree_index_terms", "tree_index_df", "tree_index_stats"}
+)  # the tree index's BM25 postings on PostgreSQL: rebuilt from its rows (store/derived.py)
 _DERIVED_PREFIXES = ("sqlite_",)
 _DERIVED_SUFFIXES = ("_fts",)  # full-text rows (PostgreSQL keeps them in plain tables)
 #: the shadow tables SQLite's FTS5 keeps beside a virtual table

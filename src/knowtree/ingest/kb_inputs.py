@@ -148,7 +148,19 @@ def _jsonl(
             record = {"text": record}
         if not isinstance(record, dict):
             raise InputError(path, f"line {number}: {expected}")
+        if _holds_nul(record):  # an escaped \u0000: no text holds one, and PostgreSQL's TEXT cannot
+            raise InputError(path, f"line {number}: a value holds a NUL character (\\u0000); remove it")
         yield number, record
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 def _issues_from_jsonl(path: str, text: str) -> list[RawIssue]:
@@ -403,10 +415,14 @@ def _read_text(path: str) -> str:
         except OSError as exc:
             raise InputError(path, f"cannot read the file ({exc.strerror or exc})") from None
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(path, f"line {line}: not UTF-8 text") from None
+    if "\x00" in text:  # refused, not dropped: a record's text is stored as given, on every backend
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise InputError(path, f"line {line}: holds a NUL character (\\x00); remove it")
+    return text
 
 
 def _read_mapping(path: str) -> dict[str, Any]:

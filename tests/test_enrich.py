@@ -370,3 +370,54 @@ def test_methods_that_need_a_model_say_so_before_anything_runs(tmp_path: Path) -
         with pytest.raises(UserError, match=f"method {method} needs a model"):
             run_eval("jsonl", data, method, tmp_path / "none", embedder="hash", progress=False)
     assert not (tmp_path / "none").exists()
+
+
+class _InProcessFanout:
+    """`RayFanout`'s contract without Ray: each level's calls made by `leaf_meta` / `branch_meta` on
+    another client over the same model, results in reverse order (a cluster returns them in any)."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+        self.batches: list[tuple[str, int]] = []
+
+    def leaves(self, items: Any, taxonomy: Any) -> Any:
+        from knowtree.construct.builder import leaf_meta
+
+        self.batches.append(("leaves", len(items)))
+        return [(i, *leaf_meta(self.client, text, taxonomy)) for i, text in reversed(list(items))]
+
+    def branches(self, items: Any) -> Any:
+        from knowtree.construct.builder import branch_meta
+
+        self.batches.append(("branches", len(items)))
+        return [(i, *branch_meta(self.client, metas)) for i, metas in reversed(list(items))]
+
+
+def _by_text(request: Request) -> Any:
+    """A reply that depends on the prompt only (not on the order calls arrive in)."""
+    text = request.messages[-1].content
+    if "about" in (request.schema_ or {}).get("properties", {}):
+        return {"summary": f"leaf {len(text)} {text[-40:]}", "content_types": ["chat"], "critical_actions": [],
+                "decisions": [], "noteworthy_events": [], "about": ["Pixel" if "Pixel" in text else "lakes"]}
+    return {"summary": f"branch {len(text)}", "critical_actions": [], "decisions": [], "noteworthy_events": []}
+
+
+@pytest.mark.parametrize("leaves", [False, True])
+def test_enrich_through_a_fanout_makes_the_metadata_this_process_makes(leaves: bool) -> None:
+    nodes, root = _tree()
+    here = enrich_tree(nodes, root, LLMClient(FunctionModel(_by_text)), DEFAULT_TAXONOMY, leaves=leaves, root=True)
+    fanout = _InProcessFanout(LLMClient(FunctionModel(_by_text)))
+    written: list[str] = []
+    there = enrich_tree(
+        nodes, root, LLMClient(FunctionModel(_by_text)), DEFAULT_TAXONOMY, leaves=leaves, root=True,
+        fanout=fanout, on_meta=lambda nid, _m: written.append(nid),
+    )
+    assert there.metas == here.metas and there.fallbacks == 0 and sorted(written) == sorted(here.metas)
+    assert fanout.batches and all(n > 0 for _, n in fanout.batches)  # the calls went through the fanout
+
+
+def test_a_malformed_reply_through_a_fanout_is_counted_and_stored_nowhere() -> None:
+    nodes, root = _tree()
+    fanout = _InProcessFanout(LLMClient(FunctionModel(_replies([], bad="I paint lakes."))))
+    done = enrich_tree(nodes, root, LLMClient(FunctionModel(_replies([]))), DEFAULT_TAXONOMY, fanout=fanout)
+    assert done.fallbacks == 1 and "r2" not in done.metas and "s1" in done.metas

@@ -171,3 +171,25 @@ def test_pdfs_read_by_ray_tasks_make_the_one_process_tree(tmp_path: Path, cluste
     _finished(_build(tmp_path, "two.db", "two", *args, "--executor", "ray", "--ray-address", cluster), tmp_path, "two")
     one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
     assert len(one[0]) > 7 and one[0] == two[0] and one[1] == two[1]
+
+
+def _enrich(root: Path, db: str, tree: str, *extra: str) -> subprocess.Popen[bytes]:
+    log = open(root / f"{tree}.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "enrich", tree, "--yes", "--db",
+         str(root / db), "--model", "slow:0.02", "--quiet", *extra],
+        env=_env(), stdout=log, stderr=log, cwd=root,
+    )
+
+
+def test_an_enrich_on_ray_makes_the_one_process_metadata(tmp_path: Path, cluster: str) -> None:
+    _corpus(tmp_path, docs=12)
+    for db, tree in (("one.db", "one"), ("two.db", "two")):
+        _finished(_build(tmp_path, db, tree, "--summaries", "none"), tmp_path, tree)
+    _finished(_enrich(tmp_path, "one.db", "one"), tmp_path, "one")
+    _finished(_enrich(tmp_path, "two.db", "two", "--executor", "ray", "--ray-address", cluster), tmp_path, "two")
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "two.db", "two")
+    assert one[0] == two[0] and one[1] == two[1]  # same metadata, same index rows after the enrich
+    assert all(json.loads(meta).get("summary") for _, meta, _ in two[0])
+    ledger = _ledger(tmp_path, "two.db")
+    assert ledger["repeated"] == [] and ledger["made"] == _ledger(tmp_path, "one.db")["made"] > 0

@@ -16,9 +16,10 @@ again, its finished calls are cache hits too. Progress is the driver's one bar f
 
 Reading and parsing the files (PDF text extraction is CPU-bound) runs as Ray tasks too
 (`Cluster.mapper`, through `ingest.problems.load_each`); the files must be at the same paths on every
-node. Left in the driver (not yet Ray tasks): chunking (string slicing, cheap), the structured build's
-model calls (PDF/DOCX/HTML trees; with `--summaries none` it makes none), `enrich`, the KB build, and
-the server's jobs (many `knowtree worker` processes run those).
+node. `knowtree enrich --executor ray` sends each level's calls through the same `RayFanout`
+(`construct.enrich.enrich_tree(fanout=…)`). Left in the driver (not yet Ray tasks): chunking (string
+slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with `--summaries none` it
+makes none), the KB build, and the server's jobs (many `knowtree worker` processes run those).
 """
 
 from __future__ import annotations

@@ -338,17 +338,29 @@ class Tree:
 
             done = Enriched()
             if root_id is not None and root_id in nodes:  # else an empty memory: nothing to enrich
-                done = enrich_tree(
-                    list(nodes.values()),
-                    root_id,
-                    run.client,
-                    taxonomy or self.kt.settings.taxonomy or DEFAULT_TAXONOMY,
-                    leaves=leaves,
-                    root=root,
-                    keep=keep,
-                    on_meta=write,
-                    progress=progress,
-                )
+                s = self.kt.settings
+                fanout, cluster = None, None
+                if s.executor == "ray":  # each level's calls as Ray tasks; the metadata stored here
+                    from knowtree.distributed import Cluster, RayFanout
+
+                    cluster = Cluster.join(s.ray_address)
+                    fanout = RayFanout(run.client, s, cluster)
+                try:
+                    done = enrich_tree(
+                        list(nodes.values()),
+                        root_id,
+                        run.client,
+                        taxonomy or s.taxonomy or DEFAULT_TAXONOMY,
+                        leaves=leaves,
+                        root=root,
+                        keep=keep,
+                        on_meta=write,
+                        progress=progress,
+                        fanout=fanout,
+                    )
+                finally:
+                    if cluster is not None:
+                        cluster.leave()
             usage = run.client.usage.model_copy()
         sync = TreeIndex(store, name).last_sync if done.metas else None  # only what changed
         self._info = None  # counted again when asked

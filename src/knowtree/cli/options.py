@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
-DbOpt = Annotated[str | None, typer.Option("--db", help="SQLite file or postgresql:// URL [default: ./knowtree.db]")]
+DbOpt = Annotated[
+    str | None, typer.Option("--db", help="SQLite file or postgresql:// URL [default: ./knowtree.db]")
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -30,4 +32,14 @@ MaxTokensOpt = Annotated[
 ]
 MaxCostOpt = Annotated[
     float | None, typer.Option("--max-cost", help="stop before spending more than this many USD")
+]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option(help="local (threads in this process) | ray (model calls as Ray tasks) [default: local]"),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="with --executor ray: auto | HOST:PORT | ray://HOST:PORT [default: RAY_ADDRESS, else a local cluster]"
+    ),
 ]

@@ -11,12 +11,14 @@ from knowtree.cli.common import echo_json, echo_report, err, open_kt, run
 from knowtree.cli.options import (
     BaseUrlOpt,
     DbOpt,
+    ExecutorOpt,
     JsonOpt,
     MaxCallsOpt,
     MaxCostOpt,
     MaxTokensOpt,
     ModelOpt,
     QuietOpt,
+    RayAddressOpt,
     ThreadsOpt,
     TreeArg,
 )
@@ -38,14 +40,8 @@ def build(
         int | None, typer.Option(help="characters of overlap between chunks [default: 0]")
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
-    executor: Annotated[
-        str | None,
-        typer.Option(help="local (threads in this process) | ray (model calls as Ray tasks) [default: local]"),
-    ] = None,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="with --executor ray: auto | HOST:PORT | ray://HOST:PORT [default: RAY_ADDRESS, else a local cluster]"),
-    ] = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
     structure: Annotated[
@@ -145,6 +141,8 @@ def enrich(
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="model calls at once [default: 4]")] = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     leaves: Annotated[
         bool | None,
         typer.Option(
@@ -181,6 +179,8 @@ def enrich(
             base_url=base_url,
             threads=threads,
             concurrency=concurrency,
+            executor=executor,
+            ray_address=ray_address,
             create=False,
             max_calls=max_calls,
             max_tokens=max_tokens,
@@ -237,7 +237,9 @@ def ask(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option(help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048; memories: 800]"),
+        typer.Option(
+            help="tokens of text to read: tree search [default: 3000], retrieve [default: 2048; memories: 800]"
+        ),
     ] = None,
     max_calls: MaxCallsOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -281,7 +283,14 @@ def ask(
 
             with kt:
                 ask_streaming(
-                    kt, tree, question, as_json=as_json, trace=trace, agent=agent, stream=stream, options=options
+                    kt,
+                    tree,
+                    question,
+                    as_json=as_json,
+                    trace=trace,
+                    agent=agent,
+                    stream=stream,
+                    options=options,
                 )
             return
         with kt:
@@ -349,7 +358,9 @@ def rm(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="--doc on a chunk tree: rebuild with this model [default: the tree's]"),
+        typer.Option(
+            "--model", "-m", help="--doc on a chunk tree: rebuild with this model [default: the tree's]"
+        ),
     ] = None,
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,

@@ -23,11 +23,11 @@ it never becomes a summary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from knowtree.construct.builder import Progress
+from knowtree.construct.builder import Fanout, Progress
 from knowtree.construct.estimate import PROMPT_OVERHEAD_TOKENS, REPLY_TOKENS, BuildEstimate
 from knowtree.construct.metadata import extract_leaf, synthesize_branch
 from knowtree.construct.structure import META_CHARS
@@ -140,7 +140,9 @@ def estimate_enrich(
     input_tokens = chars // 4 + calls * PROMPT_OVERHEAD_TOKENS + branch_children * 120
     output_tokens = calls * REPLY_TOKENS
     priced = input_cost_per_mtok or output_cost_per_mtok
-    cost = (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
+    cost = (
+        (input_tokens * input_cost_per_mtok + output_tokens * output_cost_per_mtok) / 1e6 if priced else None
+    )
     worked = sum(map(len, levels))
     return BuildEstimate(
         documents=0,
@@ -164,26 +166,39 @@ def enrich_tree(
     keep: Collection[str] = frozenset(),
     on_meta: Callable[[str, NodeMeta], None] | None = None,
     progress: Progress | None = None,
+    fanout: Fanout | None = None,
 ) -> Enriched:
     """Model-written metadata for the nodes of a tree built without it (see the module docstring).
 
     `keep`: ids of nodes left as they are (their metadata feeds their parents); `on_meta(node id,
     metadata)`: called for each node's new metadata as it is made; `progress(stage, done, total)`:
-    after each node worked on."""
+    after each node worked on; `fanout`: each level's calls made elsewhere (a Ray cluster:
+    `knowtree.distributed.RayFanout`), with the same prompts, model and cache, so the metadata is the
+    one this process would make."""
     by_id = {n.id: n for n in nodes}
     done = Enriched()
     known = {i: by_id[i].meta for i in keep if i in by_id}  # what a parent is synthesized from
 
-    def make(node: Node) -> tuple[NodeMeta, Usage] | None:
+    def job(node: Node) -> tuple[str, str | list[NodeMeta] | NodeMeta | None]:
+        """What a node's metadata is made from: ("leaf", text), ("branch", the children's metadata),
+        ("take", the single child's metadata) or ("none", None) when no child has any."""
         if node.is_leaf:
-            return extract_leaf(client, node.text[:META_CHARS], taxonomy)
+            return "leaf", node.text[:META_CHARS]
         kids = [by_id[c] for c in node.children]
         if all(k.is_leaf for k in kids) and not leaves:
-            return extract_leaf(client, _text_below(node, by_id), taxonomy)
+            return "leaf", _text_below(node, by_id)
         metas = [known[k.id] for k in kids if k.id in known]
         if len(metas) == 1 and len(kids) == 1:
-            return metas[0], Usage()
-        return synthesize_branch(client, metas) if metas else None
+            return "take", metas[0]
+        return ("branch", metas) if metas else ("none", None)
+
+    def make(node: Node) -> tuple[NodeMeta, Usage] | None:
+        kind, given = job(node)
+        if kind == "leaf":
+            return extract_leaf(client, given, taxonomy)  # type: ignore[arg-type]
+        if kind == "branch":
+            return synthesize_branch(client, given)  # type: ignore[arg-type]
+        return (given, Usage()) if kind == "take" else None  # type: ignore[return-value]
 
     def attempt(node: Node) -> tuple[Node, tuple[NodeMeta, Usage] | None, ModelOutputError | None]:
         try:
@@ -191,16 +206,42 @@ def enrich_tree(
         except ModelOutputError as exc:
             return node, None, exc
 
+    def remote(level: Sequence[Node]) -> Iterator[tuple[Node, tuple[NodeMeta, Usage] | None, bool]]:
+        """One level through `fanout`: (node, (meta, usage) or None, the reply stayed invalid)."""
+        assert fanout is not None
+        texts: list[tuple[str, str]] = []
+        children: list[tuple[str, list[NodeMeta]]] = []
+        for node in level:
+            kind, given = job(node)
+            if kind == "leaf":
+                texts.append((node.id, given))  # type: ignore[arg-type]
+            elif kind == "branch":
+                children.append((node.id, given))  # type: ignore[arg-type]
+            else:
+                yield node, ((given, Usage()) if kind == "take" else None), False  # type: ignore[misc]
+        results = [
+            *(fanout.leaves(texts, taxonomy) if texts else ()),
+            *(fanout.branches(children) if children else ()),
+        ]
+        for nid, meta, used, failed in results:
+            yield by_id[nid], (None if failed else (meta, used)), failed
+
+    def local(
+        level: Sequence[Node], pool: ThreadPoolExecutor
+    ) -> Iterator[tuple[Node, tuple[NodeMeta, Usage] | None, bool]]:
+        for node, made, failed in pool.map(attempt, level):
+            if failed is not None and isinstance(failed.usage, Usage):
+                done.usage.add(failed.usage)
+            yield node, made, failed is not None
+
     levels = plan(by_id, root_id, leaves=leaves, root=root, keep=keep)
     total, count = sum(map(len, levels)), 0
     with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
         for height, level in enumerate(levels):
             stage = "leaves" if height == 0 else "root" if level and level[0].id == root_id else "branches"
-            for node, made, failed in pool.map(attempt, level):
-                if failed is not None:
+            for node, made, failed in remote(level) if fanout is not None else local(level, pool):
+                if failed:
                     done.fallbacks += 1
-                    if isinstance(failed.usage, Usage):
-                        done.usage.add(failed.usage)
                 elif made is not None:
                     meta = known[node.id] = done.metas[node.id] = _keep_structure(node, made[0])
                     done.usage.add(made[1])

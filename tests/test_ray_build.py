@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from knowtree.store import SQLiteStore
-from server_helpers import free_port
+from server_helpers import free_port, serve_cli, stop
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -193,3 +193,36 @@ def test_an_enrich_on_ray_makes_the_one_process_metadata(tmp_path: Path, cluster
     assert all(json.loads(meta).get("summary") for _, meta, _ in two[0])
     ledger = _ledger(tmp_path, "two.db")
     assert ledger["repeated"] == [] and ledger["made"] == _ledger(tmp_path, "one.db")["made"] > 0
+
+
+def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
+    """`KNOWTREE_EXECUTOR=ray knowtree worker`: a build job queued by a replica makes its model calls as
+    Ray tasks (seen running), and the tree is the one a one-process CLI build makes."""
+    import httpx
+
+    _corpus(tmp_path, docs=12)
+    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
+    port = free_port()
+    api = serve_cli(tmp_path, port, "--no-worker", model="slow:0.02")
+    env = {**_env(), "KNOWTREE_EXECUTOR": "ray", "KNOWTREE_RAY_ADDRESS": cluster}
+    log = open(tmp_path / "worker.log", "ab")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "worker", "--db", str(tmp_path / "kb.db"),
+         "--model", "slow:0.02", "--poll", "0.1"], env=env, stdout=log, stderr=log, cwd=tmp_path,
+    )
+    base, seen, state = f"http://127.0.0.1:{port}", False, ""
+    try:
+        job = httpx.post(f"{base}/v1/trees/two/build", json={"paths": [str(tmp_path / "corpus")]}).json()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            seen = seen or bool(_task_processes())
+            state = httpx.get(f"{base}/v1/jobs/{job['id']}", timeout=10).json()["state"]
+            if state in ("done", "failed", "cancelled"):
+                break
+            time.sleep(0.05)
+    finally:
+        stop(api, worker)
+    assert state == "done", (tmp_path / "worker.log").read_text()[-2000:]
+    assert seen, "no Ray task process ran the job's model calls"
+    one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "kb.db", "two")
+    assert one[0] == two[0] and one[1] == two[1]

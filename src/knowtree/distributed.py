@@ -19,7 +19,8 @@ Reading and parsing the files (PDF text extraction is CPU-bound) runs as Ray tas
 node. `knowtree enrich --executor ray` sends each level's calls through the same `RayFanout`
 (`construct.enrich.enrich_tree(fanout=…)`). Left in the driver (not yet Ray tasks): chunking (string
 slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with `--summaries none` it
-makes none), the KB build, and the server's jobs (many `knowtree worker` processes run those).
+makes none), the KB build and a memory's add. A `knowtree worker` whose settings say `executor: ray`
+(`KNOWTREE_EXECUTOR=ray`) runs its build and enrich jobs through this module like the CLI does.
 """
 
 from __future__ import annotations

@@ -225,3 +225,27 @@ def test_max_cost_holds_for_a_free_model_and_is_refused_by_the_client_without_pr
     LLMClient(free, options=ClientOptions(max_cost=1.0))
     with pytest.raises(errors.ConfigError, match="cannot be enforced"):
         LLMClient(KeywordModel(), options=ClientOptions(max_cost=1.0))
+
+
+def test_run_wide_caps_count_the_calls_other_processes_recorded_under_the_run(tmp_path: Path) -> None:
+    """A Ray build's tasks each have a client of their own on the shared store, under the driver's run:
+    with `run_wide` the cap holds for the run (what the ledger has), not for each task alone."""
+    from knowtree.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "kb.db")
+    try:
+        run = store.start_run("build", "t")
+        first = LLMClient(KeywordModel(), store, ClientOptions(max_calls=3, run_wide=True), run_id=run)
+        for word in ("a", "b"):
+            first.complete(_req([Message(role="user", content=f"Summary: {word}.\n")]), purpose="branch_meta")
+        second = LLMClient(KeywordModel(), store, ClientOptions(max_calls=3, run_wide=True), run_id=run)
+        second.complete(_req([Message(role="user", content="Summary: c.\n")]), purpose="branch_meta")
+        with pytest.raises(errors.BudgetExceededError) as err:
+            second.complete(_req([Message(role="user", content="Summary: d.\n")]), purpose="branch_meta")
+        assert err.value.limit == "calls" and store.run_usage(run).calls == 3
+        # a cache hit is still free, and a client of its own (no run_wide) counts only itself
+        second.complete(_req([Message(role="user", content="Summary: a.\n")]), purpose="branch_meta")
+        alone = LLMClient(KeywordModel(), store, ClientOptions(max_calls=3), run_id=run)
+        alone.complete(_req([Message(role="user", content="Summary: e.\n")]), purpose="branch_meta")
+    finally:
+        store.close()

@@ -226,3 +226,18 @@ def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_p
     assert seen, "no Ray task process ran the job's model calls"
     one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "kb.db", "two")
     assert one[0] == two[0] and one[1] == two[1]
+
+
+def test_budget_caps_hold_for_the_whole_cluster(tmp_path: Path, cluster: str) -> None:
+    """--max-calls on a Ray build counts every task's calls (the run's ledger), not each task's own:
+    at most the cap plus the calls already in flight on the cluster's workers (2 here, concurrency 1)."""
+    _corpus(tmp_path, docs=24)
+    build = _build(tmp_path, "two.db", "two", "--executor", "ray", "--ray-address", cluster, "--concurrency", "1",
+                   "--max-calls", "6")
+    assert build.wait(300) == 1
+    log = (tmp_path / "two.log").read_text()
+    assert "budget reached" in log and "Traceback" not in log, log[-2000:]
+    assert 6 <= _ledger(tmp_path, "two.db")["made"] <= 6 + 2
+    # the rerun (no cap) finishes from where it stopped: the finished calls are cache hits
+    _finished(_build(tmp_path, "two.db", "two"), tmp_path, "two")
+    assert _ledger(tmp_path, "two.db")["repeated"] == []

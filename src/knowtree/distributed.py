@@ -25,6 +25,7 @@ makes none), the KB build and a memory's add. A `knowtree worker` whose settings
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -76,7 +77,9 @@ def _client(settings: dict[str, Any], run_id: str | None) -> LLMClient:
             opened = (s, open_store(s.db, busy_timeout=s.busy_timeout), resolve_model(s))
             _OPEN[key] = opened
     s, store, model = opened
-    return LLMClient(model, store, options_from(s), run_id=run_id)
+    # the budget caps hold for the whole build: every task counts the run's calls in the shared ledger
+    options = dataclasses.replace(options_from(s), run_wide=True)
+    return LLMClient(model, store, options, run_id=run_id)
 
 
 def leaf_calls(

@@ -115,6 +115,9 @@ class ClientOptions:
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+    #: the caps count the whole run's calls as its ledger has them (every process that records under
+    #: this client's run: the Ray tasks of one build), not only this client's own
+    run_wide: bool = False
 
 
 def options_from(settings: Settings) -> ClientOptions:
@@ -258,11 +261,16 @@ class LLMClient:
         o = self.options
         tokens = sum(len(m.content) for m in request.messages) // 4 + 1  # the prompt, about
         cost = tokens * self.model.input_cost_per_mtok / 1e6
+        capped = o.max_calls is not None or o.max_tokens is not None or o.max_cost is not None
+        # the run's finished calls from every process (this client's own among them, or about to be)
+        reader = getattr(self.store, "run_usage", None)  # a store with a ledger (not MemoryCallStore)
+        run = reader(self.run_id) if o.run_wide and capped and self.run_id and reader else None
         with self._lock:
+            own = self.usage if run is None else _larger(self.usage, run)
             pending = self._pending.values()
-            calls = self.usage.calls + len(self._pending)
-            used_tokens = self.usage.input_tokens + self.usage.output_tokens + sum(t for t, _ in pending)
-            used_cost = self.usage.cost_usd + sum(c for _, c in pending)
+            calls = own.calls + len(self._pending)
+            used_tokens = own.input_tokens + own.output_tokens + sum(t for t, _ in pending)
+            used_cost = own.cost_usd + sum(c for _, c in pending)
             if o.max_calls is not None and calls + 1 > o.max_calls:
                 raise _budget("calls", calls, o.max_calls, f"{calls} model calls made")
             if o.max_tokens is not None and used_tokens + tokens > o.max_tokens:
@@ -413,6 +421,17 @@ class LLMClient:
         if check is not None:
             check(value)
         return value
+
+
+def _larger(own: Usage, run: Usage) -> Usage:
+    """The larger of this client's usage and its run's recorded usage, field by field (the ledger
+    may lag this client's last call by a moment, and holds the other processes' calls)."""
+    return Usage(
+        calls=max(own.calls, run.calls),
+        input_tokens=max(own.input_tokens, run.input_tokens),
+        output_tokens=max(own.output_tokens, run.output_tokens),
+        cost_usd=max(own.cost_usd, run.cost_usd),
+    )
 
 
 def _budget(limit: str, used: float, cap: float, done: str) -> BudgetExceededError:

@@ -276,3 +276,34 @@ def test_kill_9_mid_question_through_the_http_api_is_a_502_line_and_the_next_que
     finally:
         kt.close()
     assert model.worker_pid is None  # closing the knowtree stopped the model process
+
+
+def test_a_hung_call_is_stopped_after_the_timeout_in_one_line_and_the_next_call_works(tmp_path: Path) -> None:
+    m = LocalModel(_gguf(tmp_path), engine=FAKE, n_threads=1, timeout=1.0)
+    try:
+        m.load()
+        pid = m.worker_pid
+        assert pid is not None
+        started = time.monotonic()
+        with pytest.raises(ModelCallError) as caught:
+            m.complete(_ask("sleep:60"))  # a process that never answers
+        message = str(caught.value)
+        assert time.monotonic() - started < 10
+        assert "\n" not in message and "no reply for 1 s" in message and "KNOWTREE_MODEL_TIMEOUT" in message
+        assert _gone_within(pid, 5)  # stopped, not left behind
+        after = m.complete(_ask("pid"))
+        assert int(after.text) == m.worker_pid != pid
+    finally:
+        m.close()
+
+
+def test_streamed_pieces_keep_a_long_call_alive(tmp_path: Path) -> None:
+    """The timeout counts silence, not the call's length: a reply streaming pieces more often than the
+    timeout is not stopped."""
+    m = LocalModel(_gguf(tmp_path), engine="knowtree.testing.fake_engine:FakeEngine", n_threads=1, timeout=1.0)
+    try:
+        pieces: list[str] = []
+        reply = m.complete_streaming(_ask("slowpieces:0.4 " + " ".join(f"w{i}" for i in range(6))), pieces.append)
+        assert reply.text.startswith("echo: ") and len(pieces) >= 7
+    finally:
+        m.close()

@@ -51,6 +51,9 @@ class Settings(BaseModel):
         None, description="the Ray cluster: auto | HOST:PORT | ray://HOST:PORT (none: RAY_ADDRESS, else a local one)"
     )
     timeout: float = Field(120.0, gt=0, description="seconds per HTTP model call")
+    model_timeout: float = Field(
+        900.0, gt=0, description="seconds the embedded model may go without a reply or a streamed piece before its process is stopped"
+    )
     input_cost_per_mtok: float = Field(0.0, ge=0, description="USD per million input tokens, for the ledger")
     output_cost_per_mtok: float = Field(
         0.0, ge=0, description="USD per million output tokens, for the ledger"

@@ -46,7 +46,8 @@ ModelFactory = Callable[[ModelSpec], Model]
 def _local(spec: ModelSpec) -> Model:
     from knowtree.llm.adapters.local import LocalModel
 
-    return LocalModel(spec.name or None, n_ctx=spec.settings.n_ctx, n_threads=spec.settings.threads)
+    settings = spec.settings
+    return LocalModel(spec.name or None, n_ctx=settings.n_ctx, n_threads=settings.threads, timeout=settings.model_timeout)
 
 
 def _openai(spec: ModelSpec) -> Model:

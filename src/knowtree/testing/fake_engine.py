@@ -2,8 +2,9 @@
 
 `LocalModel(..., engine="knowtree.testing.fake_engine:FakeEngine")` runs it in the worker instead of
 llama.cpp. It replies "echo: <last user message>" (streamed word by word) and obeys commands in that
-message: `sleep:SECONDS` (a long call, e.g. to kill the worker mid-call), `crash:SIGNAL` (the worker
-kills itself with that signal, as a native crash would), `pid` (replies with the worker's pid).
+message: `sleep:SECONDS` (a long call, e.g. to kill the worker mid-call), `slowpieces:SECONDS` (a
+pause before each streamed piece: a long call that keeps talking), `crash:SIGNAL` (the worker kills
+itself with that signal, as a native crash would), `pid` (replies with the worker's pid).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ class FakeEngine:
             raise ModelCallError("the fake engine failed as asked")
         reply = str(os.getpid()) if text == "pid" else f"echo: {text}"
         pieces = [word + " " for word in reply.split(" ")[:-1]] + reply.split(" ")[-1:]
+        pause = float(m.group(1)) if (m := re.search(r"slowpieces:([\d.]+)", text)) else 0.0
         if on_text is not None:
             for piece in pieces:
+                time.sleep(pause)
                 on_text(piece)
         return Completion(
             text="".join(pieces),

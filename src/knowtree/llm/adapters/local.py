@@ -40,6 +40,9 @@ from knowtree.llm.base import Completion, Model, Request
 __all__ = ["DEFAULT_SYSTEM", "NEEDS_LLAMA_CPP", "LocalModel", "LogitTap"]
 
 SOCKET_ENV = "KNOWTREE_MODEL_SOCKET"
+#: seconds a call may go without a reply or a streamed piece before the model process is stopped
+#: (settings: `model_timeout`); a long prompt on a slow CPU takes minutes, a hung process forever
+DEFAULT_TIMEOUT = 900.0
 
 _ERRORS: dict[str, type[KnowtreeError]] = {"ConfigError": ConfigError, "ModelCallError": ModelCallError}
 
@@ -71,12 +74,23 @@ class _Channel:
     proc: subprocess.Popen[bytes] | None = None
     sock: socketlib.socket | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    stalled: bool = False  # the watchdog stopped it: no reply (or streamed piece) within the timeout
 
-    def call(self, message: dict[str, Any], on_piece: Callable[[str], None] | None = None) -> Any:
+    def call(
+        self,
+        message: dict[str, Any],
+        on_piece: Callable[[str], None] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """`message`'s reply. `timeout`: seconds the model may go without a reply or a streamed piece;
+        past it the process is stopped (a shared one: this connection is cut) and the call is lost."""
+        watchdog = _Watchdog(timeout, self._stall) if timeout else None
         try:
             send(self.out, message)
             while (reply := receive(self.inp)) is not None:
                 if "piece" in reply:
+                    if watchdog is not None:
+                        watchdog.touch()
                     if on_piece is not None:
                         on_piece(str(reply["piece"]))
                     continue
@@ -86,7 +100,19 @@ class _Channel:
                 return reply.get("ok")
         except (OSError, ValueError) as exc:
             raise _Lost(str(exc)) from exc
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
         raise _Lost("end of stream")
+
+    def _stall(self) -> None:
+        self.stalled = True
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+        elif self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socketlib.SHUT_RDWR)
 
     def close(self, *, wait: float = 5.0) -> None:
         for stream in (self.out, self.inp):
@@ -100,6 +126,33 @@ class _Channel:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class _Watchdog:
+    """Calls `fire` once when `seconds` pass without a `touch` (a hung model process: a deadlock,
+    a stopped process). A timer thread, restarted per touch: a standard-library timer is all this
+    needs (no library adds anything for one deadline)."""
+
+    def __init__(self, seconds: float, fire: Callable[[], None]) -> None:
+        self.seconds = seconds
+        self.fire = fire
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self.touch()
+
+    def touch(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.seconds, self.fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
 
 class LocalModel(Model):
@@ -117,6 +170,7 @@ class LocalModel(Model):
         seed: int = 0,
         socket: str | None = None,
         engine: str = DEFAULT_ENGINE,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         # An explicit file is checked now (cheap); the default is assembled lazily (1.1 GB of copying).
         self._path: Path | None = None if is_default_spec(gguf) else resolve_gguf(gguf)
@@ -128,6 +182,7 @@ class LocalModel(Model):
         self.seed = seed
         self.socket = socket if socket is not None else (os.environ.get(SOCKET_ENV) or None)
         self.engine = engine
+        self.timeout = timeout  # seconds without a reply or a streamed piece: a hung call (None: wait)
         self._channel: _Channel | None = None
         self._lock = threading.Lock()
 
@@ -230,10 +285,17 @@ class LocalModel(Model):
         """One call to the model process (the caller holds the lock); a lost process → ModelCallError."""
         channel = self._ensure_loaded()
         try:
-            return channel.call(message, on_text)
+            return channel.call(message, on_text, self.timeout)
         except _Lost as exc:
             self._channel = None
-            text = self._lost_message(channel, "during a call", str(exc))
+            if channel.stalled:
+                text = (
+                    f"the embedded model ({self.id}) gave no reply for {self.timeout:g} s during a call and was "
+                    "stopped (model_timeout, KNOWTREE_MODEL_TIMEOUT); the next call starts a new one; "
+                    "if this repeats, run `knowtree doctor`"
+                )
+            else:
+                text = self._lost_message(channel, "during a call", str(exc))
             channel.close(wait=1.0)
             raise ModelCallError(text) from None
 

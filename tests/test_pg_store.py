@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 
 import knowtree
@@ -189,3 +190,35 @@ def test_a_knowledge_bases_passage_indexes_live_in_the_postgresql_database(pg_ur
     assert indexes.count("chunks") == 1
     assert [pid for pid, _ in indexes.lexical("chunks").search("how to reset the printer", 3)] == ["c1"]
     again.close()
+
+
+def test_cache_and_ledger_rows_commit_without_waiting_for_the_disk_and_nothing_else_does(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two derivable rows per model call (cache, ledger) commit with `synchronous_commit = off` for
+    their own transaction only; every other write (trees, messages, jobs) keeps the server's setting."""
+    from knowtree.llm.base import Completion
+    from knowtree.types import Usage
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the test server runs with it off
+        name = conn.execute("SELECT current_database()").fetchone()[0]
+        conn.execute(psycopg.sql.SQL("ALTER DATABASE {} SET synchronous_commit = on").format(psycopg.sql.Identifier(name)))
+    store = PostgresStore(pg_url)
+    seen: list[str] = []
+    real = PostgresStore._derived_write
+
+    def spy(self: PostgresStore, c: Any) -> None:
+        real(self, c)
+        seen.append(c.execute("SHOW synchronous_commit").fetchone()[0])
+
+    monkeypatch.setattr(PostgresStore, "_derived_write", spy)
+    try:
+        store.cache_put("k", "m", Completion(text="x", input_tokens=1, output_tokens=1, finish_reason="stop"))
+        store.record_call(run_id=None, key="k", model_id="m", purpose="p", cached=False, usage=Usage(calls=1),
+                          error=None)
+        assert seen == ["off", "off"]
+        with store.transaction() as c:  # SET LOCAL: the next transaction is back to the default
+            assert c.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        assert store.cache_get("k") is not None and store.query("SELECT COUNT(*) FROM llm_calls")[0][0] == 1
+    finally:
+        store.close()

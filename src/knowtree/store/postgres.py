@@ -113,6 +113,14 @@ class PostgresStore(SQLStoreBase):
     def _reading(self) -> Any:
         return self._connection()
 
+    def _derived_write(self, c: Any) -> None:
+        """A cache or ledger row commits without waiting for its WAL flush (`synchronous_commit =
+        off` for this transaction only): a server crash may lose the last fraction of a second of
+        them, which costs a repeated model call, never a wrong tree or a lost user row (trees,
+        messages, jobs keep the synchronous commit). Each model call writes two such rows; waiting for
+        two fsyncs per call capped a worker's call rate (docs/scale.md, "Where the bottleneck moves")."""
+        c.execute("SET LOCAL synchronous_commit = off")
+
     def _lock_tree(self, c: Any, name: str) -> None:
         """Writers of one tree (a save, a memory's step, a delete) one after another: a transaction
         lock, released at its commit or rollback."""

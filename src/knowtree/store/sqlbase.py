@@ -336,8 +336,13 @@ class SQLStoreBase(ABC):
         rows = self._query("SELECT completion_json FROM llm_cache WHERE key = ?", (key,))
         return Completion.model_validate_json(rows[0][0]) if rows else None
 
+    def _derived_write(self, c: Any) -> None:  # noqa: B027 - SQLite: nothing to do
+        """Inside a write transaction of rows that can be made again (the model-call cache, the
+        ledger): a backend may commit it without waiting for its flush to disk."""
+
     def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
         with self._tx() as c:
+            self._derived_write(c)
             c.execute(
                 "INSERT INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET model = excluded.model,"
@@ -361,6 +366,7 @@ class SQLStoreBase(ABC):
         error: str | None,
     ) -> None:
         with self._tx() as c:
+            self._derived_write(c)
             c.execute(
                 "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
                 " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -10,6 +10,10 @@ at distinct positions. Prints a JSON report; exits 1 on any error or anything mi
 
 `--dir` starts (or reuses) a local PostgreSQL there (`knowtree db start --dir`); `--db` uses a
 database given by URL (it should be empty: the trees and the memory are made here).
+
+`--servers N` starts N `knowtree serve --db URL` processes and makes the chatters add over HTTP
+(`POST /v1/memories/NAME/messages`, chatter i to server i mod N, each add with an idempotency key):
+the issue's "two `serve`, two CLI builds" is `--servers 2 --builders 2 --chatters 2`.
 """
 
 from __future__ import annotations
@@ -87,6 +91,63 @@ def chatter(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
     kt.store.close()
 
 
+def http_chatter(base: str, ident: int, seconds: float, log: Path, tag: str) -> None:
+    """`chatter` through a server: two messages per POST, each with an idempotency key."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    i = 0
+    with log.open("a", encoding="utf-8") as out, httpx.Client(base_url=base, timeout=120) as client:
+        while time.monotonic() < deadline:
+            texts = [f"run {tag} chatter {ident} message {i} asks about harbour {i}", f"run {tag} chatter {ident} message {i + 1} answers"]
+            started = time.monotonic()
+            try:
+                r = client.post(f"/v1/memories/{MEMORY}/messages", json={
+                    "messages": [{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}],
+                }, headers={"Idempotency-Key": f"{tag}-{ident}-{i}"})  # fmt: skip
+                error = "" if r.status_code in (200, 201) else f"HTTP {r.status_code}: {r.text[:400]}"
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+            out.write(json.dumps({
+                "kind": "chat", "texts": texts, "ok": not error, "seconds": time.monotonic() - started, "error": error,
+            }) + "\n")  # fmt: skip
+            out.flush()
+            i += 2
+
+
+def start_servers(url: str, count: int, env: dict[str, str], logs: Path) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+    """`count` `knowtree serve` processes on the store, each once it answers /v1/health."""
+    import socket
+
+    import httpx
+
+    procs, bases = [], []
+    for i in range(count):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        out = open(logs / f"serve{i}.log", "ab")  # noqa: SIM115
+        procs.append(subprocess.Popen(
+            [*_knowtree(), "serve", "--db", url, "--model", "keyword", "--port", str(port)],
+            env={**env, "KNOWTREE_SUMMARIES": "none"}, stdout=out, stderr=out,
+        ))  # fmt: skip
+        bases.append(f"http://127.0.0.1:{port}")
+    for proc, base in zip(procs, bases, strict=True):
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"a server exited ({proc.returncode}) before answering: see {logs}")
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"a server did not answer in 120 s: see {logs}")
+            time.sleep(0.2)
+    return procs, bases
+
+
 def verify(url: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Read every logged write back."""
     from knowtree.store import open_store
@@ -114,7 +175,7 @@ def verify(url: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(url: str, seconds: float, builders: int, chatters: int) -> dict[str, Any]:
+def run(url: str, seconds: float, builders: int, chatters: int, servers: int = 0) -> dict[str, Any]:
     logs = Path(tempfile.mkdtemp(prefix="kt-writers-"))
     tag = logs.name.rsplit("-", 1)[-1]
     import knowtree
@@ -125,16 +186,24 @@ def run(url: str, seconds: float, builders: int, chatters: int) -> dict[str, Any
         p for p in (here, os.environ.get("PYTHONPATH", "")) if p
     )}  # fmt: skip
     procs = []
+    served, bases = start_servers(url, servers, env, logs) if servers else ([], [])
     started = time.monotonic()
-    for kind, count in (("build", builders), ("chat", chatters)):
-        for i in range(count):
-            procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--worker", kind, "--id", str(i), "--db", url, "--seconds", str(seconds),
-                 "--log", str(logs / f"{kind}{i}.jsonl"), "--tag", tag],
-                env=env,
-            ))  # fmt: skip
-    codes = [p.wait() for p in procs]
-    wall = time.monotonic() - started
+    try:
+        for kind, count in (("build", builders), ("chat", chatters)):
+            for i in range(count):
+                target = ["--base", bases[i % len(bases)]] if kind == "chat" and bases else ["--db", url]
+                procs.append(subprocess.Popen(
+                    [sys.executable, __file__, "--worker", kind, "--id", str(i), *target, "--seconds", str(seconds),
+                     "--log", str(logs / f"{kind}{i}.jsonl"), "--tag", tag],
+                    env=env,
+                ))  # fmt: skip
+        codes = [p.wait() for p in procs]
+        wall = time.monotonic() - started
+    finally:
+        servers_up = [proc.poll() is None for proc in served]  # none died while the writers ran
+        for proc in served:
+            proc.terminate()
+            proc.wait(30)
     records = [json.loads(line) for f in sorted(logs.glob("*.jsonl")) for line in f.read_text().splitlines()]
     shutil.rmtree(logs, ignore_errors=True)
     errors = [r["error"] for r in records if not r["ok"]]
@@ -143,7 +212,10 @@ def run(url: str, seconds: float, builders: int, chatters: int) -> dict[str, Any
         "wall_s": round(wall, 1),
         "builders": builders,
         "chatters": chatters,
+        "servers": servers,
+        "chat_through": "HTTP (knowtree serve)" if servers else "the library",
         "worker_exit_codes": codes,
+        "servers_up_to_the_end": servers_up,
         "builds_ok": sum(1 for r in records if r["kind"] == "build" and r["ok"]),
         "chat_adds_ok": sum(1 for r in records if r["kind"] == "chat" and r["ok"]),
         "errors": len(errors),
@@ -165,13 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--builders", type=int, default=2)
     parser.add_argument("--chatters", type=int, default=2)
+    parser.add_argument("--servers", type=int, default=0, help="knowtree serve processes the chatters add through")
+    parser.add_argument("--base", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=["build", "chat"], help=argparse.SUPPRESS)
     parser.add_argument("--id", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        (builder if args.worker == "build" else chatter)(args.db, args.id, args.seconds, Path(args.log), args.tag)
+        if args.worker == "chat" and args.base:
+            http_chatter(args.base, args.id, args.seconds, Path(args.log), args.tag)
+        else:
+            (builder if args.worker == "build" else chatter)(args.db, args.id, args.seconds, Path(args.log), args.tag)
         return 0
     url = args.db
     if url is None:
@@ -180,10 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         from knowtree.store import pgserver
 
         url = pgserver.start(args.dir, say=lambda line: print(line, file=sys.stderr))
-    report = run(url, args.seconds, args.builders, args.chatters)
+    report = run(url, args.seconds, args.builders, args.chatters, args.servers)
     print(json.dumps(report, indent=2))
     bad = report["errors"] or report["missing_count"] or report["duplicate_messages"] or not report["distinct_positions"]
-    return 1 if bad or any(report["worker_exit_codes"]) else 0
+    return 1 if bad or any(report["worker_exit_codes"]) or not all(report["servers_up_to_the_end"]) else 0
 
 
 if __name__ == "__main__":

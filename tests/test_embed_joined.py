@@ -186,3 +186,7 @@ def test_entries_of_the_default_embedder_go_through_joined_embedding(monkeypatch
     assert sorted(seen[0]) == ["Report > Costs", "Report > Revenue"]
     joined = [embed_text(c, t) for c, t in zip(contexts, texts, strict=True)]
     assert np.array_equal(got, _reference(emb, joined))
+    # batches of entries grouped by context come back in the entries' order
+    mixed = [contexts[i // 2 + (i % 2) * 50] for i in range(100)]
+    joined = [embed_text(c, t) for c, t in zip(mixed, texts, strict=True)]
+    assert np.array_equal(embed_entries(emb, mixed, texts, batch=7), _reference(emb, joined))

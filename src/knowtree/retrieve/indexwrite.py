@@ -6,6 +6,7 @@ calls both in the save's transaction."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.errors import ConfigError
@@ -102,11 +103,18 @@ def embed_entries(
 
     if not isinstance(embedder, JoinedEmbedder):
         return embed_texts(embedder, [embed_text(c, t) for c, t in zip(contexts, texts, strict=True)])
-    parts = [
-        embedder.embed_joined(contexts[i : i + batch], texts[i : i + batch], EMBED_CHARS)
-        for i in range(0, len(texts), batch)
-    ]
-    return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    # entries of one context side by side, so that a context falls in one batch (or two)
+    groups: dict[str, list[int]] = {}
+    for i, context in enumerate(contexts):
+        groups.setdefault(context, []).append(i)
+    order = list(chain.from_iterable(groups.values()))
+    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    for i in range(0, len(order), batch):
+        part = order[i : i + batch]
+        out[part] = embedder.embed_joined([contexts[j] for j in part], [texts[j] for j in part], EMBED_CHARS)
+    return out
 
 
 def embed_rows(embedder: Embedder, rows: Sequence[Embeddable], batch: int = JOINED_BATCH) -> np.ndarray:

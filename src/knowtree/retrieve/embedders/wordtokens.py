@@ -14,6 +14,7 @@ characters the normaliser deletes (`_UNSPLIT`): a text holding one is tokenized 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 #: whitespace to `str.split` but deleted (not split at) by the BERT normaliser: VT, FF, FS..US, NEL
 _UNSPLIT = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 #: words kept between calls, at most (the cache starts again beyond this)
-MAX_WORDS = 500_000
+MAX_WORDS = 200_000
 
 
 def splits_at_whitespace(tokenizer: Any) -> bool:
@@ -52,6 +53,7 @@ class WordTokens:
         self._offset = np.zeros(0, dtype=np.int64)  # per word code: where its ids start in _ids
         self._length = np.zeros(0, dtype=np.int64)
         self._ids = np.zeros(0, dtype=np.int32)
+        self._lock = threading.Lock()  # one embedder serves every thread of a process
 
     def _encode_whole(self, texts: Sequence[str]) -> list[np.ndarray]:
         import numpy as np
@@ -82,6 +84,10 @@ class WordTokens:
 
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(every text's ids one after another, each text's number of ids)."""
+        with self._lock:  # a word learned by one thread is never forgotten under another's lookup
+            return self._encode(texts)
+
+    def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
         whole = [i for i, t in enumerate(texts) if not self._by_word or _UNSPLIT.search(t)]

@@ -193,3 +193,53 @@ def test_entries_of_the_default_embedder_go_through_joined_embedding(monkeypatch
     mixed = [contexts[i // 2 + (i % 2) * 50] for i in range(100)]
     joined = [embed_text(c, t) for c, t in zip(mixed, texts, strict=True)]
     assert np.array_equal(embed_entries(emb, mixed, texts, batch=30), _reference(emb, joined))
+
+
+def _check_word_cache(words: object, tok: object, unk: int, seed: int, rounds: int, bad: list[str]) -> None:
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        texts = [" ".join(f"w{rng.randint(0, 500)}x" for _ in range(5)) for _ in range(10)]
+        try:
+            ids, _ = words.encode(texts)  # type: ignore[attr-defined]
+        except (KeyError, IndexError) as exc:
+            bad.append(repr(exc))
+            continue
+        want = [i for t in texts for i in tok.encode(t, add_special_tokens=False).ids if i != unk]  # type: ignore[attr-defined]
+        if ids.tolist() != want:
+            bad.append("wrong ids")
+
+
+def test_a_word_cache_that_overflows_starts_again_with_every_word_of_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from knowtree.retrieve.embedders import wordtokens
+
+    monkeypatch.setattr(wordtokens, "MAX_WORDS", 40)  # each call has ~50 words: every call overflows
+    emb = _model()
+    tok, unk = emb._tokenizer, emb._unk  # type: ignore[attr-defined]
+    bad: list[str] = []
+    _check_word_cache(wordtokens.WordTokens(tok, unk), tok, unk, 0, 50, bad)
+    assert bad == []
+
+
+def test_threads_sharing_the_embedder_get_their_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One embedder serves a server's threads: a cache restarted by one thread never drops the words
+    another is looking up (without the lock this failed ~1 % of calls)."""
+    import threading
+
+    from knowtree.retrieve.embedders import wordtokens
+
+    monkeypatch.setattr(wordtokens, "MAX_WORDS", 40)
+    emb = _model()
+    tok, unk = emb._tokenizer, emb._unk  # type: ignore[attr-defined]
+    words = wordtokens.WordTokens(tok, unk)
+    bad: list[str] = []
+    threads = [
+        threading.Thread(target=_check_word_cache, args=(words, tok, unk, seed, 200, bad))
+        for seed in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []

@@ -64,7 +64,9 @@ class WordTokens:
             out.append(ids[ids != self._drop])
         return out
 
-    def _learn(self, words: set[str]) -> None:
+    def _learn(self, words: set[str], wanted: set[str]) -> None:
+        """Tokenize and keep `words` (new ones); when the cache would outgrow `MAX_WORDS` it starts
+        again with every word of the call (`wanted`), the ones known before included."""
         import numpy as np
 
         if len(self._code) + len(words) > MAX_WORDS:
@@ -72,6 +74,7 @@ class WordTokens:
             self._offset = self._offset[:0]
             self._length = self._length[:0]
             self._ids = self._ids[:0]
+            words = wanted
         new = list(words)
         encoded = self._encode_whole(new)
         lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
@@ -95,9 +98,10 @@ class WordTokens:
         for i in whole:
             split[i] = []
         words = list(chain.from_iterable(split))
-        missing = set(words).difference(self._code)
+        wanted = set(words)
+        missing = wanted.difference(self._code)
         if missing:
-            self._learn(missing)
+            self._learn(missing, wanted)
         codes = np.fromiter(map(self._code.__getitem__, words), dtype=np.int64, count=len(words))
         lengths = self._length[codes]
         ends = np.cumsum(lengths)

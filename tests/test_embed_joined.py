@@ -243,3 +243,16 @@ def test_threads_sharing_the_embedder_get_their_own_words(monkeypatch: pytest.Mo
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_a_tokenizer_that_does_not_split_at_whitespace_first_embeds_every_text_whole() -> None:
+    from knowtree.retrieve.embed import EMBEDDERS
+    from knowtree.retrieve.embedders.wordtokens import WordTokens, splits_at_whitespace
+
+    emb = EMBEDDERS["m2v-minilm"]()  # a fresh one: its settings are changed below
+    assert splits_at_whitespace(emb._tokenizer)  # type: ignore[attr-defined]
+    emb._by_word = False  # type: ignore[attr-defined]  # as for, e.g., a byte-level BPE tokenizer
+    emb._words = WordTokens(emb._tokenizer, emb._unk, by_word=False)  # type: ignore[attr-defined]
+    contexts, texts = _corpus(5)
+    joined = [(f"{c}\n{t}" if c else t)[:2000] for c, t in zip(contexts, texts, strict=True)]
+    assert np.array_equal(emb.embed_joined(contexts, texts, 2000), _reference(emb, joined))  # type: ignore[attr-defined]

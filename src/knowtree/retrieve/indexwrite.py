@@ -6,9 +6,11 @@ calls both in the save's transaction."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowtree.errors import ConfigError
+from knowtree.retrieve.embedders.base import JoinedEmbedder
 from knowtree.store.treeindex_tables import tables
 
 if TYPE_CHECKING:
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from knowtree.retrieve.embed import Embedder
 
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
+JOINED_BATCH = 16384  # entries per `embed_joined` call (bounds its word lists and id arrays)
 WRITE_EMBEDDER = "default"  # the embedder whose vectors are written with the entries (None: none)
 
 
@@ -69,7 +72,7 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
     if missing:
         have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({m[1] for m in missing})))
         new = [m for m in missing if m[1] not in have]
-        fresh = embed_texts(embedder, [embed_text(m[3], m[2]) for m in new])
+        fresh = embed_entries(embedder, [m[3] for m in new], [m[2] for m in new])
         for m, v in zip(new, fresh, strict=True):
             have[m[1]] = v.tobytes()
         sql.put_vectors(conn, ((tree, m[0], embedder.id, m[1], have[m[1]]) for m in missing))
@@ -78,6 +81,7 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
 
 
 def embed_text(context: str, text: str) -> str:
+    """What an entry's vector is of: its context and text, cut to `EMBED_CHARS`."""
     return (f"{context}\n{text}" if context else text)[:EMBED_CHARS]
 
 
@@ -89,6 +93,30 @@ def embed_texts(embedder: Embedder, texts: Sequence[str], batch: int = 256) -> n
     return np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
-def embed_rows(embedder: Embedder, rows: Sequence[Embeddable], batch: int = 256) -> np.ndarray:
-    """Vectors of entries (context and text, cut to `EMBED_CHARS`), in batches."""
-    return embed_texts(embedder, [embed_text(r.context, r.text) for r in rows], batch)
+def embed_entries(
+    embedder: Embedder, contexts: Sequence[str], texts: Sequence[str], batch: int = JOINED_BATCH
+) -> np.ndarray:
+    """The vectors of `embed_text(context, text)` of entries: by the embedder's `embed_joined` where
+    it has one (each distinct context of a batch tokenized and added up once: the same vectors),
+    else by `embed_texts`."""
+    import numpy as np
+
+    if not isinstance(embedder, JoinedEmbedder):
+        return embed_texts(embedder, [embed_text(c, t) for c, t in zip(contexts, texts, strict=True)])
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    # entries of one context side by side, so that a context falls in one batch (or two)
+    groups: dict[str, list[int]] = {}
+    for i, context in enumerate(contexts):
+        groups.setdefault(context, []).append(i)
+    order = list(chain.from_iterable(groups.values()))
+    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    for i in range(0, len(order), batch):
+        part = order[i : i + batch]
+        out[part] = embedder.embed_joined([contexts[j] for j in part], [texts[j] for j in part], EMBED_CHARS)
+    return out
+
+
+def embed_rows(embedder: Embedder, rows: Sequence[Embeddable], batch: int = JOINED_BATCH) -> np.ndarray:
+    """Vectors of entries (context and text, cut to `EMBED_CHARS`)."""
+    return embed_entries(embedder, [r.context for r in rows], [r.text for r in rows], batch)

@@ -33,6 +33,16 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
+class JoinedEmbedder(Protocol):
+    """An embedder that embeds a context joined to a text (`context + "\\n" + text`, cut to `limit`
+    characters) without tokenizing a repeated context again; the vectors are `embed`'s."""
+
+    def embed_joined(
+        self, contexts: Sequence[str], texts: Sequence[str], limit: int | None = None
+    ) -> np.ndarray: ...
+
+
 class WeightFileError(ConfigError):
     """An installed weight file is not the pinned one (wrong size or sha256): refuse to use it."""
 

@@ -176,6 +176,21 @@ def test_a_new_process_maps_the_vectors_file_instead_of_reading_every_vector_row
     assert sorted(p.suffix for p in Path(f"{tickets}.vectors").iterdir()) == [".f32", ".ids"]  # the old went
 
 
+@pytest.mark.sqlite_only  # the vectors files beside an SQLite file
+def test_deleting_a_tree_removes_its_vectors_files_and_only_its_own(tickets: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", "0")
+    with KnowTree(tickets, model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(_tickets(tickets.parent / "other", 30, files=1), tree="u")
+        for tree in ("t", "u"):  # a search writes each tree's file
+            kt.tree(tree).retrieve("what did carol file as code42?", budget_tokens=100)
+        folder = Path(f"{tickets}.vectors")
+        assert len(list(folder.iterdir())) == 4
+        kt.delete("t")
+        left = sorted(folder.iterdir())
+        assert len(left) == 2  # u's two files stay
+        assert kt.tree("u").retrieve("what did carol file as code4?", budget_tokens=100)
+
+
 def test_inner_entries_store_the_leaf_counts_the_rollup_divides_by(tmp_path: Path) -> None:
     paths = write_corpus(tmp_path / "docs")
     with KnowTree(tmp_path / "kb.db", model=KeywordModel()) as kt:

@@ -270,9 +270,12 @@ class KnowTree:
 
     def delete(self, name: str) -> None:
         self.store.delete_tree(name)
+        from knowtree.retrieve import vecfile
         from knowtree.store.docinfo import delete_doc_infos
 
         delete_doc_infos(self.store, name)
+        if db := vecfile.database_file(self.store):  # the tree's vectors files beside the database
+            vecfile.drop(db, name)
 
 
 def open(db: str | Path = "knowtree.db", **kwargs: Any) -> KnowTree:

@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,3 +65,24 @@ def save(db: str, tree: str, embedder: str, content: str, ids: list[str], matrix
         for old in folder.glob(f"{prefix}-*"):
             if not old.name.startswith(stem):
                 old.unlink(missing_ok=True)
+
+
+def database_file(store: Any) -> str | None:
+    """The SQLite file a store's vectors files go beside (None: a database in memory, or not a file)."""
+    path = getattr(store, "path", "")
+    if getattr(store, "dialect", "sqlite") != "sqlite" or not path or path == ":memory:":
+        return None
+    return str(path)
+
+
+def drop(db: str, tree: str) -> int:
+    """Remove every vectors file of `tree` (each embedder, each content): the tree was deleted.
+    Returns the number of files removed; a file that cannot be removed stays (it is never read for
+    another tree: its name holds the tree's key)."""
+    folder = Path(f"{db}.vectors")
+    removed = 0
+    for old in folder.glob(f"{_key('tree', tree)}-*"):
+        with contextlib.suppress(OSError):
+            old.unlink()
+            removed += 1
+    return removed

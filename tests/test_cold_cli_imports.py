@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from knowtree.core import KnowTree
@@ -51,6 +52,7 @@ def _cli(*args: str) -> tuple[str, dict]:
     return done.stdout, json.loads(done.stderr.strip().splitlines()[-1])
 
 
+@pytest.mark.sqlite_only  # a question on an SQLite file (the CLI in a new process reads the file)
 def test_a_cold_question_imports_no_other_command_and_no_psycopg(tmp_path: Path) -> None:
     db = tmp_path / "kb.db"
     with KnowTree(db, model=KeywordModel(), summaries="none", structure="headings") as kt:

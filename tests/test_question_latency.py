@@ -49,3 +49,33 @@ def test_word_counts_are_read_once_until_an_index_changes(
         kept = kt.store.read(lambda c: index._term_docs(c, terms))
         assert kept == kt.store.read(lambda c: real(c, "t", terms))
         assert kept[1] == index.entries + kt.tree_index("u").entries
+
+
+def test_on_postgresql_a_question_reads_in_one_transaction_and_leaves_no_setting(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A question's candidate reads (words, the HNSW top-k, cosines, entries and their ancestors) are
+    one read transaction, not one each (a BEGIN and a COMMIT per read were ~15 ms of a 10^5 question);
+    the HNSW query's settings (enable_sort off among them) end with it, not with the transaction."""
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "0")  # the HNSW path
+    monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", "0")  # searched by candidates
+    from knowtree.retrieve.embed import get_embedder
+    from knowtree.store.postgres import PostgresStore
+
+    with KnowTree(pg_url, model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(_tickets(tmp_path / "docs", 200), tree="t")
+        tree = kt.tree("t")
+        tree.retrieve(QUESTION, budget_tokens=80)  # the index read and kept
+        reads: list[int] = []
+        real = PostgresStore.read
+        monkeypatch.setattr(PostgresStore, "read", lambda self, fn: reads.append(1) or real(self, fn))
+        evidence = tree.retrieve(QUESTION, budget_tokens=80)
+        assert any("code42" in e.text for e in evidence)
+        assert len(reads) <= 2  # the freshness check, then everything the question reads
+        index = kt.tree_index("t")
+
+        def after_the_top_k(conn: object) -> tuple:
+            index.dense_top(QUESTION, get_embedder(), 10)
+            return conn.execute("SELECT current_setting('enable_sort')").fetchone()  # type: ignore[attr-defined]
+
+        assert kt.store.read(lambda c: index.in_one_read(lambda: after_the_top_k(c))) == ("on",)

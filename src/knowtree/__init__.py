@@ -9,7 +9,7 @@ The public face: `open`, `KnowTree`, `Tree`, `Memory`, the data types and the er
 loads no model, no test fake and no evaluation code (tests/test_architecture.py checks that).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from knowtree.config import Settings
 from knowtree.core import BuildReport, KnowTree, open
@@ -41,14 +41,17 @@ from knowtree.types import (
     Usage,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from knowtree.ingest.chat import ChatMessage
     from knowtree.memory import Memory
 
 __version__ = "0.2.0"
 
 
-def __getattr__(name: str) -> Any:
+_LAZY = {"ChatMessage": "knowtree.ingest.chat", "Memory": "knowtree.memory"}
+
+
+def __getattr__(name: str) -> _typing.Any:
     """`Memory` and `ChatMessage`, imported on first use: a question on a document tree (a cold
     `knowtree ask`) does not load the conversation memory's modules (~50 ms)."""
     if name == "Memory":
@@ -60,6 +63,10 @@ def __getattr__(name: str) -> Any:
 
         return ChatMessage
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -111,8 +111,9 @@ def test_hash_embedder_is_deterministic_and_normalised() -> None:
     assert float(a[0] @ a[1]) > float(a[0] @ a[2])
 
 
-def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path) -> None:
+def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("tokenizers")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # its verified-file stamps stay here
     from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
 
     shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"

@@ -18,6 +18,12 @@ build's structure with `--structure headings`), built with the keyword model and
 
 `--pg-dir DIR`: the corpus goes into a PostgreSQL (`knowtree db start --dir DIR`, one database per
 size); disk is then `pg_database_size`.
+
+`--reuse`: questions only, on the database an earlier run built in `--work` (SQLite: `scale<N>.db`) or
+on the PostgreSQL of `--pg-dir` (database `e9_<N>`): no build, no embedding (a 10^5 build takes
+minutes); `--cold-runs` cold CLI questions (median, min and max reported).
+
+    PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 100000 --work W --reuse --cold-runs 5
 """
 
 from __future__ import annotations
@@ -212,15 +218,33 @@ def pg_database(pg_dir: str, name: str) -> str:
     return url.replace("/knowtree?", f"/{name}?")
 
 
-def run(leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "") -> dict[str, Any]:
+def pg_url(pg_dir: str, name: str) -> str:
+    """The URL of the database `name` an earlier run made on the PostgreSQL kept in `pg_dir`."""
+    from knowtree.store import pgserver
+
+    return pgserver.start(Path(pg_dir)).replace("/knowtree?", f"/{name}?")
+
+
+def run(
+    leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "", *, reuse: bool = False,
+    cold_runs: int = 3,
+) -> dict[str, Any]:  # fmt: skip
     corpus = work / f"corpus{leaves}"
-    db: Path | str = pg_database(pg_dir, f"e9_{leaves}") if pg_dir else work / f"scale{leaves}.db"
+    db: Path | str
+    if pg_dir:
+        db = (pg_url if reuse else pg_database)(pg_dir, f"e9_{leaves}")
+    else:
+        db = work / f"scale{leaves}.db"
+        if reuse and not db.is_file():
+            raise SystemExit(f"{db}: no database to reuse (run without --reuse first)")
     facts = write_corpus(corpus, leaves, files)
     qs = questions(facts, n_questions)
     backend = "postgresql" if pg_dir else "sqlite"
     out: dict[str, Any] = {"backend": backend, "leaves": leaves, "files": files, "budget": budget}
-    out["build_s"] = round(build(db, corpus), 1)
-    out["embed_s"] = round(embed_seconds(db), 1)
+    if not reuse:
+        out["build_s"] = round(build(db, corpus), 1)
+        out["embed_s"] = round(embed_seconds(db), 1)
+    out["load_before"] = round(os.getloadavg()[0], 2)
     child = subprocess.run(
         [sys.executable, __file__, "--warm", str(db), "--budget", str(budget)],
         input=json.dumps(qs),
@@ -229,7 +253,10 @@ def run(leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_d
         check=True,
     )
     out.update(json.loads(child.stdout))
-    out["cold_cli_s"] = round(statistics.median(cold(db, q) for q, _ in qs[:3]), 2)
+    colds = [cold(db, q) for q, _ in qs[:cold_runs]]
+    out["cold_cli_s"] = round(statistics.median(colds), 2)
+    out["cold_cli_range_s"] = [round(min(colds), 2), round(max(colds), 2)]
+    out["load_after"] = round(os.getloadavg()[0], 2)
     out["disk_mb"] = round(disk(db), 1)
     return out
 
@@ -243,6 +270,8 @@ def main() -> None:
     ap.add_argument("--work", default="")
     ap.add_argument("--out", default="")
     ap.add_argument("--pg-dir", default="", help="run on a PostgreSQL whose data lives in DIR")
+    ap.add_argument("--reuse", action="store_true", help="questions only, on the database built before")
+    ap.add_argument("--cold-runs", type=int, default=3, help="cold CLI questions (median reported)")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm:
@@ -252,7 +281,10 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="kt-e9-"))
     rows = []
     for n in args.leaves:
-        row = run(n, args.files or max(1, n // 250), args.questions, args.budget, work, args.pg_dir)
+        files = args.files or max(1, n // 250)
+        row = run(
+            n, files, args.questions, args.budget, work, args.pg_dir, reuse=args.reuse, cold_runs=args.cold_runs
+        )
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.out:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -110,8 +111,9 @@ def test_hash_embedder_is_deterministic_and_normalised() -> None:
     assert float(a[0] @ a[1]) > float(a[0] @ a[2])
 
 
-def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path) -> None:
+def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("tokenizers")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # its verified-file stamps stay here
     from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
 
     shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"
@@ -175,3 +177,43 @@ def test_hybrid_takes_the_embedders_tuned_fusion() -> None:
             RRF_C,
             EMBEDDING_WEIGHT,
         )
+
+
+def test_static_model_hashes_once_then_still_refuses_a_changed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verified file is not hashed again by the next load (a stamp in the user's cache); a file
+    changed after the stamp, even with its modification time put back, is hashed and refused."""
+    from knowtree.retrieve.embedders import model2vec
+    from knowtree.retrieve.embedders.model2vec import Model2VecFiles
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"
+    for name in ("model.safetensors", "tokenizer.json"):
+        (tmp_path / name).write_bytes((shipped / name).read_bytes())
+    files = Model2VecFiles(
+        "t",
+        tmp_path,
+        hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest(),
+        hashlib.sha256((tmp_path / "tokenizer.json").read_bytes()).hexdigest(),
+    )
+    hashed: list[str] = []
+    real = model2vec.sha256_file
+    monkeypatch.setattr(model2vec, "sha256_file", lambda p: hashed.append(p.name) or real(p))
+    files.verified()
+    assert sorted(hashed) == ["model.safetensors", "tokenizer.json"]
+    files.verified()  # a new load: both stamps hold, nothing hashed
+    assert len(hashed) == 2
+    table = tmp_path / "model.safetensors"
+    before = table.stat()
+    with table.open("r+b") as fh:  # flip one byte, then restore the size and modification time
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    os.utime(table, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(WeightFileError):
+        files.verified()
+    assert hashed[-1] == "model.safetensors"
+    with pytest.raises(WeightFileError):  # and again: a refused file is not stamped
+        files.verified()

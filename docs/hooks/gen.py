@@ -50,7 +50,8 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_BASE_URL": "the server of `openai:` models when no `base_url` setting is given",
     "ANTHROPIC_API_KEY": "the key of `anthropic:` models when no `api_key` setting is given",
     "XDG_CONFIG_HOME": "base of the user config file `knowtree/config.toml` (default ~/.config)",
-    "XDG_CACHE_HOME": "base of the embedded model's cache `knowtree/models` (default ~/.cache)",
+    "XDG_CACHE_HOME": "base of the embedded model's cache `knowtree/models` and of `knowtree/verified`, "
+    "the stamps of weight files already checked against their sha256 (default ~/.cache)",
 }
 _ENV_NAME = re.compile(r"^(KNOWTREE_[A-Z0-9_]+|[A-Z]+_API_KEY|[A-Z]+_BASE_URL|XDG_[A-Z_]+)$")
 
@@ -209,9 +210,10 @@ def cli_md() -> str:
                 lines.extend(["| argument / option | type | default | help |", "|---|---|---|---|"])
                 lines.extend(_param_row(p) for p in params)
                 lines.append("")
-        if hasattr(command, "commands"):
-            for sub_name, sub in command.commands.items():
-                walk(sub, [*path, sub_name])
+        if hasattr(command, "list_commands"):  # a group (the root one builds its commands when asked)
+            ctx = typer.Context(command)
+            for sub_name in command.list_commands(ctx):
+                walk(command.get_command(ctx, sub_name), [*path, sub_name])
 
     walk(root, [])
     return "\n".join(lines)

@@ -9,6 +9,8 @@ The public face: `open`, `KnowTree`, `Tree`, `Memory`, the data types and the er
 loads no model, no test fake and no evaluation code (tests/test_architecture.py checks that).
 """
 
+import typing as _typing
+
 from knowtree.config import Settings
 from knowtree.core import BuildReport, KnowTree, open
 from knowtree.errors import (
@@ -24,8 +26,6 @@ from knowtree.errors import (
     TransientModelError,
     UserError,
 )
-from knowtree.ingest.chat import ChatMessage
-from knowtree.memory import Memory
 from knowtree.tree import Tree
 from knowtree.types import (
     Answer,
@@ -41,7 +41,33 @@ from knowtree.types import (
     Usage,
 )
 
+if _typing.TYPE_CHECKING:
+    from knowtree.ingest.chat import ChatMessage
+    from knowtree.memory import Memory
+
 __version__ = "0.2.0"
+
+
+_LAZY = {"ChatMessage": "knowtree.ingest.chat", "Memory": "knowtree.memory"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """`Memory` and `ChatMessage`, imported on first use: a question on a document tree (a cold
+    `knowtree ask`) does not load the conversation memory's modules (~50 ms)."""
+    if name == "Memory":
+        from knowtree.memory import Memory
+
+        return Memory
+    if name == "ChatMessage":
+        from knowtree.ingest.chat import ChatMessage
+
+        return ChatMessage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Answer",

@@ -1,9 +1,9 @@
 """The `knowtree` command: thin, parse → settings → pipeline → print.
 
-This module only builds the typer app and registers the command modules, one per group of
-commands: `trees` (build, enrich, ask, show, trees, rm), `admin` (ledger, sample, models, check), `eval`,
-`docs` (export, import), `serve` (serve, mcp), `worker`, `doctor`, and the sub-commands `chat`, `expert`, `keys`,
-`kb`, `model`, `db`.
+This module only builds the typer app and names the command modules (`COMMANDS`; each is
+imported when its command runs), one per group of commands: `trees` (build, enrich, ask, show,
+trees, rm), `admin` (ledger, sample, models, check), `eval`, `docs` (export, import), `serve`
+(serve, mcp), `worker`, `doctor`, and the sub-commands `chat`, `expert`, `keys`, `kb`, `model`, `db`.
 Shared options live in `options.py`, shared helpers (errors, opening the database, printing) in
 `common.py`; nothing imports this module except the console script (`knowtree.cli.app:main`).
 
@@ -13,15 +13,79 @@ unless KNOWTREE_DEBUG=1.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from knowtree.cli import admin, chat, db, db_copy, docs, doctor, expert, kb, keys, model, serve, trees, worker
-from knowtree.cli.eval import eval_command
+#: every command: its name → (module, the function or typer app in it), in the order of `knowtree
+#: --help`. A command's module is imported only when that command runs (or a listing needs its
+#: help): a question does not import the eval, the server, the knowledge bases' commands.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "build": ("knowtree.cli.trees", "build"),
+    "enrich": ("knowtree.cli.trees", "enrich"),
+    "ask": ("knowtree.cli.trees", "ask"),
+    "show": ("knowtree.cli.trees", "show"),
+    "trees": ("knowtree.cli.trees", "trees"),
+    "rm": ("knowtree.cli.trees", "rm"),
+    "ledger": ("knowtree.cli.admin", "ledger"),
+    "sample": ("knowtree.cli.admin", "sample"),
+    "models": ("knowtree.cli.admin", "models"),
+    "eval": ("knowtree.cli.eval", "eval_command"),
+    "export": ("knowtree.cli.docs", "export_command"),
+    "import": ("knowtree.cli.docs", "import_command"),
+    "serve": ("knowtree.cli.serve", "serve_command"),
+    "worker": ("knowtree.cli.worker", "worker_command"),
+    "mcp": ("knowtree.cli.serve", "mcp_command"),
+    "check": ("knowtree.cli.admin", "check_command"),
+    "doctor": ("knowtree.cli.doctor", "doctor_command"),
+    "chat": ("knowtree.cli.chat", "chat_app"),
+    "expert": ("knowtree.cli.expert", "expert_app"),
+    "keys": ("knowtree.cli.keys", "keys_app"),
+    "kb": ("knowtree.cli.kb", "kb_app"),
+    "model": ("knowtree.cli.model", "model_app"),
+    "db": ("knowtree.cli.db", "db_app"),  # with `knowtree db copy` (cli/db_copy.py), added there
+}
+
+
+class LazyGroup(TyperGroup):
+    """The root command: lists every name of `COMMANDS` and builds a command (typer's click command
+    from the function or sub-app, as `app.command` / `app.add_typer` would) when it is asked for."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+
+def load_command(name: str) -> Any:
+    """The click command of one entry of `COMMANDS`, built by typer from a one-entry app."""
+    module, attr = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attr)
+    holder = typer.Typer()
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+        return typer.main.get_group_from_info(
+            holder.registered_groups[0],
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+            suggest_commands=app.suggest_commands,
+        )
+    holder.command(name)(target)
+    return typer.main.get_command_from_info(
+        holder.registered_commands[0],
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -44,36 +108,6 @@ def _main(
     ] = False,
 ) -> None:
     """Build navigable knowledge trees from documents and answer questions by navigating them."""
-
-
-# the order here is the order of `knowtree --help`
-for _name, _command in (
-    ("build", trees.build),
-    ("enrich", trees.enrich),
-    ("ask", trees.ask),
-    ("show", trees.show),
-    ("trees", trees.trees),
-    ("rm", trees.rm),
-    ("ledger", admin.ledger),
-    ("sample", admin.sample),
-    ("models", admin.models),
-    ("eval", eval_command),
-    ("export", docs.export_command),
-    ("import", docs.import_command),
-    ("serve", serve.serve_command),
-    ("worker", worker.worker_command),
-    ("mcp", serve.mcp_command),
-    ("check", admin.check_command),
-    ("doctor", doctor.doctor_command),
-):
-    app.command(_name)(_command)
-app.add_typer(chat.chat_app, name="chat")
-app.add_typer(expert.expert_app, name="expert")
-app.add_typer(keys.keys_app, name="keys")
-app.add_typer(kb.kb_app, name="kb")
-app.add_typer(model.model_app, name="model")
-db.db_app.command("copy")(db_copy.copy_command)  # `knowtree db copy` (cli/db_copy.py)
-app.add_typer(db.db_app, name="db")
 
 
 def main() -> None:

@@ -64,7 +64,7 @@ def open_kt(**overrides: Any) -> KnowTree:
 
 def run(fn: Any, *, interrupted: str = RESUME) -> Any:
     """Run a command body: user-fixable errors become one `error:` line and an exit code."""
-    from knowtree.store.dialect import DatabaseError
+    from knowtree.store import dialect
 
     try:
         return fn()
@@ -72,10 +72,10 @@ def run(fn: Any, *, interrupted: str = RESUME) -> Any:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise
         raise err(command_hints(str(exc)), 1 if isinstance(exc, UserError) else 3) from None
-    except (*DatabaseError, UnicodeDecodeError) as exc:  # a page found damaged, or a lock, past the checks made on open
+    except (*dialect.DatabaseError, UnicodeDecodeError) as exc:  # a page found damaged, or a lock, past the checks made on open
         from knowtree.store.guard import as_sqlite_error, describe_sqlite_error
 
-        error = exc if isinstance(exc, DatabaseError) else as_sqlite_error(exc)
+        error = exc if isinstance(exc, dialect.DatabaseError) else as_sqlite_error(exc)
         if error is None or os.environ.get("KNOWTREE_DEBUG"):  # a decoding error of something else
             raise
         raise err(command_hints(describe_sqlite_error(error)), 3) from None

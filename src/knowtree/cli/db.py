@@ -1,4 +1,5 @@
-"""`knowtree db start|stop --dir DIR`: a local PostgreSQL (store/pgserver.py) for `--db URL`."""
+"""`knowtree db start|stop --dir DIR`: a local PostgreSQL (store/pgserver.py) for `--db URL`; and
+`knowtree db copy` (cli/db_copy.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 import typer
 
 from knowtree.cli.common import run
+from knowtree.cli.db_copy import copy_command
 
 db_app = typer.Typer(no_args_is_help=True, help="A local PostgreSQL for `--db postgresql://…`.")
 DirOpt = Annotated[str, typer.Option("--dir", help="directory holding the database's files")]
@@ -31,3 +33,6 @@ def stop_command(directory: DirOpt) -> None:
 
     stopped = run(lambda: pgserver.stop(directory, say=_say))
     typer.echo("stopped" if stopped else "not running")
+
+
+db_app.command("copy")(copy_command)  # `knowtree db copy`, kept in cli/db_copy.py

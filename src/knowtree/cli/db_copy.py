@@ -1,7 +1,7 @@
 """`knowtree db copy SRC DST`: a store copied into another (SQLite file or postgresql:// URL, either
 way), verified table by table. The work is `knowtree.store.copy`; this prints its report.
 
-Registered on the `db` command group in `app.py` (`db_app.command("copy")(copy_command)`).
+Registered on the `db` command group in `db.py` (`db_app.command("copy")(copy_command)`).
 """
 
 from __future__ import annotations

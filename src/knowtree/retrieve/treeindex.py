@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ class IndexRow:
 
 
 COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
+TERM_DOCS_KEPT = 100_000  # query words whose entry counts an index object keeps (`TreeIndex._term_docs`)
 COMMON_TERM_MIN = 5000
 FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving process's bound: ~50 MB)
 #: a tree of at least this many entries takes its dense top-k from the database's approximate index
@@ -118,6 +120,7 @@ class TreeIndex:
         self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
         self.content: str | None = None  # what the entries come from; the rows, read later, are never older
         self.entries = 0  # how many entries the index has
+        self._held = threading.local()  # a thread's connection while `in_one_read` runs
         self.ensure()
 
     def _state(self, conn: Any) -> tuple[bool, str | None, int]:
@@ -143,6 +146,28 @@ class TreeIndex:
         self.entries = entries
         return behind
 
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        """`store.read(fn)`, or `fn` on the connection `in_one_read` holds for this thread."""
+        conn = getattr(self._held, "conn", None)
+        return self.store.read(fn) if conn is None else fn(conn)
+
+    def in_one_read(self, fn: Callable[[], T]) -> T:
+        """`fn()`, the candidate path's reads in it (`fetch`, `lexical_top`, `dense_top`) made in one
+        read transaction where that saves round trips: on PostgreSQL a question's 5-8 reads cost a
+        BEGIN and a COMMIT each otherwise, and they see one snapshot. On SQLite, whose reads are in
+        process, `fn()` as is (its store's lock is not held across the numpy work)."""
+        if getattr(self.store, "dialect", "sqlite") != "postgresql" or getattr(self._held, "conn", None):
+            return fn()
+
+        def run(conn: Any) -> T:
+            self._held.conn = conn
+            try:
+                return fn()
+            finally:
+                self._held.conn = None
+
+        return self.store.read(run)
+
     def current(self) -> bool:
         """Whether the index is in step with the tree, no entry changed since this object was made."""
         behind, content, _ = self.store.read(self._state)
@@ -164,7 +189,7 @@ class TreeIndex:
         if want:
             if len(self._fetched) + len(want) > FETCHED_MAX:
                 self._fetched = {}
-            for r in self.store.read(lambda c: self.sql.rows_by_id(c, self.tree, want)):
+            for r in self._read(lambda c: self.sql.rows_by_id(c, self.tree, want)):
                 row = IndexRow.of(r)
                 self._fetched[row.id] = row
         return {i: self._fetched[i] for i in ids if i in self._fetched}
@@ -203,14 +228,30 @@ class TreeIndex:
             return {}
 
         def run(c: Any) -> list[tuple[str, float]]:
-            docs, total = self.sql.term_docs(c, self.tree, terms)
+            docs, total = self._term_docs(c, terms)
             keep = [t for t in terms if not (t in docs and 2 * docs[t] >= total)] or terms
             common = COMMON_TERM_DOCS
             if any(docs.get(t, 0) <= common * total for t in keep):  # a rare word carries the question
                 keep = [t for t in keep if not (docs.get(t, 0) > max(COMMON_TERM_MIN, common * total))]
             return self.sql.lexical_top(c, self.tree, keep, limit)
 
-        return {str(i): -float(b) for i, b in self.store.read(run)}
+        return {str(i): -float(b) for i, b in self._read(run)}
+
+    def _term_docs(self, conn: Any, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """`sql.term_docs`, each word counted once while the counts cannot have changed (the store's
+        `term_docs_key`; a dialect without one counts every time)."""
+        key, total = self.sql.term_docs_key(conn, self.tree)
+        if key is None:
+            return self.sql.term_docs(conn, self.tree, terms)
+        cached = self.memo.get("term-docs")
+        if cached is None or cached[0] != key or len(cached[1]) > TERM_DOCS_KEPT:
+            cached = self.memo["term-docs"] = (key, {})
+        known: dict[str, int | None] = cached[1]
+        missing = [t for t in dict.fromkeys(terms) if t not in known]
+        if missing:
+            got, _ = self.sql.term_docs(conn, self.tree, missing)
+            known.update((t, got.get(t)) for t in missing)  # None: FTS5 cuts it into several or none
+        return {t: n for t in terms if (n := known[t]) is not None}, total
 
     def matrix(self, embedder: Embedder) -> tuple[list[str], dict[str, int], np.ndarray]:
         """(ids, position by id, vectors) of every entry by `embedder`, read once per index object;
@@ -294,7 +335,7 @@ class TreeIndex:
         key = ("median-sample", embedder.id)
         sample = self.memo.get(key)
         if sample is None:
-            got = self.store.read(lambda c: self.sql.vector_sample(c, self.tree, embedder.id, MEDIAN_SAMPLE))
+            got = self._read(lambda c: self.sql.vector_sample(c, self.tree, embedder.id, MEDIAN_SAMPLE))
             sample = self.memo[key] = np.frombuffer(b"".join(got), dtype=np.float32).reshape(
                 len(got), embedder.dim
             )
@@ -302,7 +343,7 @@ class TreeIndex:
             return {}, lambda _ids: {}, 0.0
         scores = sample @ query
         mid = float(np.partition(scores, len(scores) // 2)[len(scores) // 2])
-        fetched = self.store.read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
+        fetched = self._read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
         near = dict(sorted(fetched, key=lambda r: -r[1])[:k])
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
@@ -310,7 +351,7 @@ class TreeIndex:
             rest = [i for i in dict.fromkeys(wanted) if i not in near]
             if rest:
                 out.update(
-                    self.store.read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest))
+                    self._read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest))
                 )
             return out
 

@@ -337,9 +337,11 @@ def search_index(
     if rerank is None and index.entries >= exact_entries():
         rows = {}
         rankings = []
-        for q in queries:
-            k = candidate_count(budget_tokens) * (BORROWING_FACTOR if params.parent_weight > 0 else 1)
-            got, read = rank_candidates(index, q, k=k, embedder=model, params=params)
+        k = candidate_count(budget_tokens) * (BORROWING_FACTOR if params.parent_weight > 0 else 1)
+        found = index.in_one_read(  # one read transaction for all of them (PostgreSQL's round trips)
+            lambda: [rank_candidates(index, q, k=k, embedder=model, params=params) for q in queries]
+        )
+        for got, read in found:
             rankings.append(got)
             rows.update(read)
         ranking = fuse(rankings)

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 from knowtree.errors import NotFoundError, StoreError
 from knowtree.llm.base import Completion
-from knowtree.store.dialect import DatabaseError, Dialect
+from knowtree.store import dialect as dialects  # its error tuples are read where caught
+from knowtree.store.dialect import Dialect
 from knowtree.store.names import owner_of
 from knowtree.store.protocol import SaveHook, TreeHook, save_hook
 from knowtree.store.rows import (
@@ -166,7 +167,7 @@ class SQLStoreBase(ABC):
                 # messages stays linear
                 for fn in self._on_save:
                     fn(c, name, nodes)
-        except DatabaseError as exc:
+        except dialects.DatabaseError as exc:
             raise StoreError(
                 f"{self.path}: could not save tree {name!r} ({exc}); the previous version is kept"
             ) from exc
@@ -292,7 +293,7 @@ class SQLStoreBase(ABC):
                     [message_row(name, m) for m in messages],
                 )
                 c.executemany("DELETE FROM messages WHERE tree = ? AND position = ?", [(name, p) for p in forgotten])
-        except DatabaseError as exc:
+        except dialects.DatabaseError as exc:
             raise StoreError(
                 f"{self.path}: could not update memory {name!r} ({exc}); the previous version is kept"
             ) from exc

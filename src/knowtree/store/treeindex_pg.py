@@ -135,6 +135,12 @@ def lexical_top(conn: Any, tree: str, terms: Sequence[str], limit: int) -> list[
     return lexical(conn, tree, terms, limit)
 
 
+def term_docs_key(conn: Any, tree: str) -> tuple[object, int]:
+    """(None, 0): `term_docs` reads its counts from the statistics tables (one small read), nothing to
+    keep between questions (`treeindex_sqlite.term_docs_key` has one)."""
+    return None, 0
+
+
 def term_docs(conn: Any, tree: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
     """({query word: entries of `tree` holding its token}, the tree's entries): what BM25's idf is made of."""
     cut = fts_token_lists(list(terms))
@@ -175,19 +181,24 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
     dim = len(query)
     if dim not in ANN_DIMS:
         raise ValueError(f"no HNSW index for {dim}-dimensional vectors")
-    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, int(k)))}")
-    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    # the caller chose this path by the tree's size (`retrieve.treeindex.ann_entries`); the planner,
-    # whose estimate of a tree filter's rows is poor (and none before an ANALYZE), would otherwise
-    # often read every row of the tree and sort them
-    conn.execute("SET LOCAL enable_sort = off")
-    rows = conn.execute(
-        f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
-        " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
-        f" WHERE v.tree = ? AND v.embedder = ? AND vector_dims(v.emb) = {dim}"
-        f" ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
-        (_vector(query), tree, embedder, _vector(query), int(k)),
-    ).fetchall()
+    # in a savepoint rolled back after the read: its settings (SET LOCAL) end with it, so the
+    # question's other reads, in the same transaction (`TreeIndex.in_one_read`), plan as usual
+    with conn.raw.transaction(force_rollback=True):
+        # the caller chose this path by the tree's size (`retrieve.treeindex.ann_entries`); the planner,
+        # whose estimate of a tree filter's rows is poor (and none before an ANALYZE), would otherwise
+        # often read every row of the tree and sort them: enable_sort off (three settings, one statement)
+        conn.execute(
+            "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'relaxed_order',"
+            " true), set_config('enable_sort', 'off', true)",
+            (str(min(1000, max(EF_MIN, int(k)))),),
+        )
+        rows = conn.execute(
+            f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
+            " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
+            f" WHERE v.tree = ? AND v.embedder = ? AND vector_dims(v.emb) = {dim}"
+            f" ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
+            (_vector(query), tree, embedder, _vector(query), int(k)),
+        ).fetchall()
     return [(str(i), float(c)) for i, c in rows]
 
 
@@ -243,6 +254,7 @@ __all__ = [
     "set_leaf_counts",
     "set_signature",
     "term_docs",
+    "term_docs_key",
     "tree_head",
     "unembedded",
     "vector_sample",

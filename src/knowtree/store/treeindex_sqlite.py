@@ -213,6 +213,20 @@ def lexical_top(
     return [(ids[r], b) for r, b in got if r in ids][:limit]
 
 
+def term_docs_key(conn: sqlite3.Connection, tree: str) -> tuple[object, int]:
+    """(what `term_docs`'s counts depend on, the entries of every tree), in one cheap read: equal keys
+    mean equal counts, so a process keeps the counts of the words it looked up (counting a word's
+    entries reads its whole posting list: ~5 ms a question at 10^5 entries). The key is FTS5's
+    structure record (`tree_index_fts_data` row 10, rewritten by every write to the full-text
+    index: each commit adds a segment and moves its write counter on) with the index states' count
+    and entries (`tree` names the tree searched: the counts are the whole table's)."""
+    row = conn.execute(
+        "SELECT (SELECT block FROM tree_index_fts_data WHERE id = 10), COUNT(*), COALESCE(SUM(entries), 0)"
+        " FROM tree_index_state"
+    ).fetchone()
+    return (row[0], row[1], row[2]), int(row[2])
+
+
 def term_docs(conn: sqlite3.Connection, tree: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
     """({query term: how many entries of every tree hold it, as FTS5 tokenizes it}, entries): the
     statistics FTS5's BM25 computes its idf from (the whole table's: `tree` names the tree searched).

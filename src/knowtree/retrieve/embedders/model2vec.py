@@ -57,6 +57,10 @@ class Model2VecFiles:
     max_tokens: int = 512
 
     def verified(self) -> tuple[Path, Path]:
+        """The two files' paths once each matches its pin: hashed the first time, then only when the
+        file changed since (`embedders.stamps`: a stamp of its identity in the user's cache)."""
+        from knowtree.retrieve.embedders import stamps
+
         out = []
         for filename, expected in (
             ("model.safetensors", self.embeddings_sha256),
@@ -65,9 +69,11 @@ class Model2VecFiles:
             path = self.directory / filename
             if not path.is_file():
                 raise ConfigError(f"{path} is missing: reinstall knowtree")
-            actual = sha256_file(path)
-            if actual != expected:
-                raise WeightFileError(path, expected, actual)
+            if not stamps.is_verified(path, expected):
+                actual = sha256_file(path)
+                if actual != expected:
+                    raise WeightFileError(path, expected, actual)
+                stamps.remember(path, expected)
             out.append(path)
         return out[0], out[1]
 

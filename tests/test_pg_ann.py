@@ -1,6 +1,8 @@
 """Issue 36: PostgreSQL's dense top-k by pgvector's HNSW index (`store.treeindex_pg.ann_top`) for a
-tree of `ann_entries()` entries or more: the plan uses the index, the result is the exact product's
-top, another tree's vectors in the same table do not starve it, and a question is answered by it."""
+tree of `ann_entries()` entries or more: the tree's own index (branch pgbuild: built by the sync once
+its vectors are written, `store.pgbulk.ensure_ann_index`), the plan uses it, the result is the exact
+product's top, another tree's vectors in the same table are not in it, a tree without one is scored
+exactly, and a question is answered by it."""
 
 from __future__ import annotations
 
@@ -12,16 +14,32 @@ import pytest
 import knowtree.retrieve.treeindex as treeindex
 from knowtree.core import KnowTree
 from knowtree.retrieve.embed import get_embedder
+from knowtree.store.pgbulk import ann_index_name
 from knowtree.testing.models import KeywordModel
 from test_scale_index import _tickets
 
 
 @pytest.fixture
-def two_trees(pg_url: str, tmp_path: Path) -> str:
+def two_trees(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")  # "u" (900 leaves) gets its own index, "t" (60) none
     with KnowTree(pg_url, model=KeywordModel(), summaries="none", structure="headings") as kt:
         kt.build(_tickets(tmp_path / "small", 60, files=2), tree="t")
         kt.build(_tickets(tmp_path / "large", 900, files=6), tree="u")
+    monkeypatch.delenv("KNOWTREE_ANN_ENTRIES")
     return pg_url
+
+
+def _index_names(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE i.indrelid = 'tree_index_vec'::regclass AND c.relname LIKE 'kt_ann_%%'"
+            ).fetchall()
+        ]
 
 
 class _Explaining:
@@ -70,7 +88,8 @@ def test_above_the_threshold_the_hnsw_index_gives_the_exact_top(
         monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
         index.store = _Explaining(index.store, plans)
         near, cosines, mid = index.dense_top(question, get_embedder(), 10)
-    assert plans and "tree_index_vec_hnsw_256" in plans[0]  # the plan scans the HNSW index
+    own = ann_index_name("u", get_embedder().id, get_embedder().dim)
+    assert plans and own in plans[0]  # the plan scans the tree's own HNSW index
     assert list(near) and set(near) == set(exact)
     assert all(abs(near[i] - exact[i]) < 1e-4 for i in near)
     some = list(exact_cosines(list(exact)))  # another entry's cosine is read by id
@@ -78,18 +97,39 @@ def test_above_the_threshold_the_hnsw_index_gives_the_exact_top(
     assert abs(mid - exact_mid) < 0.05  # the sample's median (900 entries: every one) vs the exact
 
 
-def test_a_small_tree_among_large_ones_still_gets_k_of_its_own(
+def test_only_a_large_tree_has_its_own_index_and_a_small_one_is_scored_exactly(
     two_trees: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "0")
+    embedder = get_embedder()
+    assert _index_names(two_trees) == [ann_index_name("u", embedder.id, embedder.dim)]
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "0")  # "t" is past the threshold now, but has no index yet
     plans: list[str] = []
     with KnowTree(two_trees, model=KeywordModel()) as kt:
         small = kt.tree_index("t")
         own = {r.id for r in small.rows}
         small.store = _Explaining(small.store, plans)
         near = _top(small, "what did bob file about item2?", 40)
-    assert plans and "tree_index_vec_hnsw_256" in plans[0]
-    assert len(near) == 40 and set(near) <= own  # iterative scan: the other tree's vectors skipped
+    assert not plans  # no HNSW query: the exact product
+    assert len(near) == 40 and set(near) <= own
+
+
+def test_a_tree_gets_its_index_when_it_grows_past_the_threshold_and_loses_it_with_the_tree(
+    two_trees: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = get_embedder()
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "50")
+    with KnowTree(two_trees, model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(_tickets(tmp_path / "small2", 60, files=2), tree="t", replace=True)  # saved again
+        assert ann_index_name("t", embedder.id, embedder.dim) in _index_names(two_trees)
+        plans: list[str] = []
+        small = kt.tree_index("t")
+        own = {r.id for r in small.rows}
+        small.store = _Explaining(small.store, plans)
+        near = _top(small, "what did bob file about item2?", 40)
+        assert plans and ann_index_name("t", embedder.id, embedder.dim) in plans[0]
+        assert len(near) == 40 and set(near) <= own  # the other tree's vectors are not in its graph
+        kt.delete("u")
+    assert _index_names(two_trees) == [ann_index_name("t", embedder.id, embedder.dim)]
 
 
 def test_a_question_answered_by_the_hnsw_path(two_trees: str, monkeypatch: pytest.MonkeyPatch) -> None:

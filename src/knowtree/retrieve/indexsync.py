@@ -22,7 +22,13 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.retrieve.indexwrite import WRITE_EMBEDDER, embed_missing, write_embedder, write_leaf_counts
+from knowtree.retrieve.indexwrite import (
+    WRITE_EMBEDDER,
+    embed_missing,
+    write_ann_index,
+    write_embedder,
+    write_leaf_counts,
+)
 from knowtree.store.treeindex_tables import tables
 from knowtree.types import Node, content_hash
 
@@ -122,6 +128,7 @@ def sync_entries(
     if sig is not None and state is not None and state[2] == content:
         if state[0] != sig:
             sql.set_signature(conn, tree, sig)
+        write_ann_index(conn, tree, embedder, state[1])  # a tree indexed before it had its own
         return SyncReport(entries=state[1], unchanged=True)
     existing = {r[0]: r[1:] for r in sql.indexed(conn, tree)}
     leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
@@ -196,7 +203,10 @@ def sync_entries(
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     sql.drop_vectors(conn, tree, [i for i in removed if existing[i][2] not in texts])
     write_leaf_counts(conn, tree)
-    embedded = embed_missing(conn, tree, write_embedder(embedder))
+    vectors_by = write_embedder(embedder)
+    embedded = embed_missing(conn, tree, vectors_by)
+    # a large tree's own approximate index, built once its vectors are all written (PostgreSQL)
+    write_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))
     sql.write_state(
         conn,
         tree,

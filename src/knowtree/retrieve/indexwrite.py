@@ -5,6 +5,7 @@ calls both in the save's transaction."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
 
 EMBED_CHARS = 2000  # an entry's text is embedded up to this many characters
 WRITE_EMBEDDER = "default"  # the embedder whose vectors are written with the entries (None: none)
+#: a tree of at least this many entries takes its dense top-k from the database's approximate index
+#: where it has one (PostgreSQL: HNSW, the tree's own, built by the sync: `write_ann_index`); a smaller
+#: one is scored exactly, in process. KNOWTREE_ANN_ENTRIES overrides it. Measured (benchmarks/RESULTS.md, E9 continued; PostgreSQL, 115k entries): the first
+#: question 3.2 s exact (every vector read) vs 0.2 s, the process 462 vs 97 MB; warm, exact was the
+#: faster (retrieve p50 41 vs 54 ms) and agrees with itself, where HNSW's top-256 overlapped it 0.7
+ANN_ENTRIES = 50_000
 
 
 class Embeddable(Protocol):
@@ -47,6 +54,12 @@ def write_leaf_counts(conn: Any, tree: str) -> None:
     sql.set_leaf_counts(conn, ((count.get(r[1], 0), r[0]) for r in links if r[4] != count.get(r[1], 0)))
 
 
+def ann_entries() -> int:
+    """The size from which the dense top-k is the database's (`ANN_ENTRIES`, or the environment's)."""
+    raw = os.environ.get("KNOWTREE_ANN_ENTRIES", "").strip()
+    return int(raw) if raw.isdigit() else ANN_ENTRIES
+
+
 def write_embedder(embedder: Embedder | str | None) -> Embedder | None:
     if embedder is None or not isinstance(embedder, str):
         return embedder
@@ -58,23 +71,33 @@ def write_embedder(embedder: Embedder | str | None) -> Embedder | None:
         return None
 
 
-def embed_missing(conn: Any, tree: str, embedder: Embedder | None) -> int:
+def embed_missing(conn: Any, tree: str, embedder: Embedder | None, batch: int = 5000) -> int:
     """Give every entry of `tree` a vector by `embedder` of its current text (a text embedded before
     is reused, never embedded twice), drop that embedder's vectors of entries gone; returns how
-    many entries were embedded."""
+    many entries were embedded. Embedded and written `batch` entries at a time, so no more than a
+    batch's vectors are held at once."""
     sql = tables(conn)
     if embedder is None:
         return 0
     missing = sql.unembedded(conn, tree, embedder.id)
-    if missing:
-        have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({m[1] for m in missing})))
-        new = [m for m in missing if m[1] not in have]
+    have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({m[1] for m in missing}))) if missing else {}
+    for start in range(0, len(missing), batch):
+        part = missing[start : start + batch]
+        new = list({m[1]: m for m in part if m[1] not in have}.values())  # a text embedded once
         fresh = embed_texts(embedder, [embed_text(m[3], m[2]) for m in new])
-        for m, v in zip(new, fresh, strict=True):
-            have[m[1]] = v.tobytes()
-        sql.put_vectors(conn, ((tree, m[0], embedder.id, m[1], have[m[1]]) for m in missing))
+        written = {m[1]: v.tobytes() for m, v in zip(new, fresh, strict=True)}
+        sql.put_vectors(conn, ((tree, m[0], embedder.id, m[1], have.get(m[1]) or written[m[1]]) for m in part))
     sql.drop_orphan_vectors(conn, tree, embedder.id)
     return len(missing)
+
+
+def write_ann_index(conn: Any, tree: str, embedder: Embedder | str | None, entries: int) -> bool:
+    """Give a tree of `ann_entries()` entries or more its approximate index over `embedder`'s vectors
+    (`write_embedder`'s) where the store has one (PostgreSQL: the tree's own HNSW, built once over the
+    written vectors); True when built now."""
+    if entries < ann_entries() or (found := write_embedder(embedder)) is None:
+        return False
+    return bool(tables(conn).ensure_ann_index(conn, tree, found.id, found.dim))
 
 
 def embed_text(context: str, text: str) -> str:

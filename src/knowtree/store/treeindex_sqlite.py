@@ -270,6 +270,11 @@ def put_vectors(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, st
     )
 
 
+def ensure_ann_index(conn: sqlite3.Connection, tree: str, embedder: str, dim: int) -> bool:
+    """Nothing: SQLite's vectors are scored exactly (`ANN_DIMS` is empty); PostgreSQL builds a tree's HNSW."""
+    return False
+
+
 def drop_vectors(conn: sqlite3.Connection, tree: str, ids: Iterable[str]) -> None:
     conn.executemany("DELETE FROM tree_index_vec WHERE tree = ? AND id = ?", [(tree, i) for i in ids])
 

@@ -27,6 +27,7 @@ from knowtree.retrieve.indexwrite import (
     embed_missing,
     write_ann_index,
     write_embedder,
+    write_entries,
     write_leaf_counts,
 )
 from knowtree.store.treeindex_tables import tables
@@ -178,8 +179,11 @@ def sync_entries(
             for e in moved
         ),
     )
-    sql.insert_entries(
+    vectors_by = write_embedder(embedder)
+    # the new entries and their vectors, batch by batch (the next batch embedded meanwhile)
+    streamed = write_entries(
         conn,
+        tree,
         [
             (
                 tree,
@@ -197,14 +201,14 @@ def sync_entries(
             )
             for e in changed
         ],
+        vectors_by,
     )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # it is reused by text below (or by `TreeIndex.vectors` for another embedder), then dropped
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     sql.drop_vectors(conn, tree, [i for i in removed if existing[i][2] not in texts])
     write_leaf_counts(conn, tree)
-    vectors_by = write_embedder(embedder)
-    embedded = embed_missing(conn, tree, vectors_by)
+    embedded = streamed + embed_missing(conn, tree, vectors_by)  # entries moved or kept without one
     # a large tree's own approximate index, built once its vectors are all written (PostgreSQL)
     write_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))
     sql.write_state(

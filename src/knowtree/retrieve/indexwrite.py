@@ -91,6 +91,39 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None, batch: int = 
     return len(missing)
 
 
+def write_entries(conn: Any, tree: str, rows: Sequence[tuple], embedder: Embedder | None, batch: int = 5000) -> int:
+    """Insert new entries (`insert_entries`' rows) with their vectors by `embedder`, `batch` rows at a
+    time: while one batch's rows and postings are written, a thread embeds the next batch (the
+    embedder's work and the database's overlap; at most two batches' vectors are held). A text with
+    a stored vector (another entry's, of the same text) is not embedded again. Returns how many
+    entries got a vector."""
+    sql = tables(conn)
+    if embedder is None or not rows:
+        sql.insert_entries(conn, rows)
+        return 0
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({r[7] for r in rows})))
+    parts = [rows[i : i + batch] for i in range(0, len(rows), batch)]
+
+    def vectors(part: Sequence[tuple]) -> dict[str, bytes]:
+        new = list({r[7]: r for r in part if r[7] not in have}.values())
+        fresh = embed_texts(embedder, [embed_text(r[9], r[8]) for r in new])
+        return {r[7]: v.tobytes() for r, v in zip(new, fresh, strict=True)}
+
+    with ThreadPoolExecutor(1, thread_name_prefix="knowtree-embed") as pool:
+        ahead: list[Future[dict[str, bytes]]] = [pool.submit(vectors, parts[0])]
+        for i, part in enumerate(parts):
+            if i + 1 < len(parts):
+                ahead.append(pool.submit(vectors, parts[i + 1]))
+            sql.insert_entries(conn, part)
+            got = ahead.pop(0).result()
+            sql.put_vectors(
+                conn, ((tree, r[1], embedder.id, r[7], have[r[7]] if r[7] in have else got[r[7]]) for r in part)
+            )
+    return len(rows)
+
+
 def write_ann_index(conn: Any, tree: str, embedder: Embedder | str | None, entries: int) -> bool:
     """Give a tree of `ann_entries()` entries or more its approximate index over `embedder`'s vectors
     (`write_embedder`'s) where the store has one (PostgreSQL: the tree's own HNSW, built once over the

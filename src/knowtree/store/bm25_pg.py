@@ -111,12 +111,15 @@ def copy_cut_postings(
     docs: Counter[str] = Counter()
     prefix = copy_text(key) + "\t"
     sql = f"COPY {p.terms} ({p.key}, term, rid, tf, len) FROM STDIN"
+    # FTS5's unicode61 cuts on tabs, newlines and backslashes, so a term rarely needs escaping
+    escaped = {t: e for t in {term for term, _, _ in cut} if (e := copy_text(t)) != t}
     with conn.raw.cursor() as cur, cur.copy(sql) as copy:
         for start in range(0, len(cut), 20000):
             part = cut[start : start + 20000]
             copy.write(
                 "".join(
-                    f"{prefix}{copy_text(term)}\t{rids[doc]}\t{n}\t{lengths[doc]}\n" for term, doc, n in part
+                    f"{prefix}{escaped.get(term, term)}\t{rids[doc]}\t{n}\t{lengths[doc]}\n"
+                    for term, doc, n in part
                 )
             )
             docs.update(term for term, _, _ in part)

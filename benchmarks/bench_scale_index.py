@@ -87,45 +87,56 @@ def kt_cli() -> str:
     return str(Path(sys.executable).with_name("knowtree"))
 
 
-def build(db: Path | str, corpus: Path) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            kt_cli(),
-            "build",
-            str(corpus),
-            "--tree",
-            "t",
-            "--db",
-            str(db),
-            "--model",
-            "keyword",
-            "--summaries",
-            "none",
-            "--structure",
-            "headings",
-            "-q",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
+def build(db: Path | str, corpus: Path) -> tuple[float, dict[str, float]]:
+    """The build's wall seconds, and its process's own CPU seconds and peak RSS (GNU time's `%M`:
+    the `knowtree build` child's ru_maxrss, time's own RSS at its fork being tiny)."""
+    command = [
+        kt_cli(),
+        "build",
+        str(corpus),
+        "--tree",
+        "t",
+        "--db",
+        str(db),
+        "--model",
+        "keyword",
+        "--summaries",
+        "none",
+        "--structure",
+        "headings",
+        "-q",
+    ]
+    measured: dict[str, float] = {}
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        timed = Path("/usr/bin/time").exists()
+        if timed:
+            command = ["/usr/bin/time", "-f", "%M %U %S", "-o", report.name, *command]
+        started = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        seconds = time.perf_counter() - started
+        if timed:
+            rss_kb, user, system = Path(report.name).read_text().split()[-3:]
+            measured = {"build_rss_mb": round(int(rss_kb) / 1024, 1), "build_cpu_s": round(float(user) + float(system), 1)}
+    return seconds, measured
 
 
-def embed_seconds(db: Path | str) -> float:
-    """The default embedder's time over the index's texts (what the build's sync spent embedding)."""
+def embed_seconds(db: Path | str, sample: int = 0) -> float:
+    """The default embedder's time over the index's texts (what the build's sync spent embedding);
+    with `sample`, that many texts are timed (a random sample) and the time scaled to them all."""
     from knowtree.retrieve.embed import get_embedder
     from knowtree.retrieve.treeindex import EMBED_CHARS, embed_texts
     from knowtree.store import open_store
 
     store = open_store(str(db), create=False)
-    rows = store.read(lambda c: c.execute("SELECT text, context FROM tree_index WHERE tree = 't'").fetchall())
+    total = store.read(lambda c: c.execute("SELECT COUNT(*) FROM tree_index WHERE tree = 't'").fetchone()[0])
+    limit = f" ORDER BY random() LIMIT {int(sample)}" if sample and sample < total else ""
+    rows = store.read(lambda c: c.execute(f"SELECT text, context FROM tree_index WHERE tree = 't'{limit}").fetchall())
     store.close()
     texts = [((c + "\n" + t) if c else t)[:EMBED_CHARS] for t, c in rows]
     emb = get_embedder()
     started = time.perf_counter()
     embed_texts(emb, texts)
-    return time.perf_counter() - started
+    return (time.perf_counter() - started) * (total / len(texts) if texts else 1.0)
 
 
 def warm(db: Path | str, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
@@ -212,15 +223,21 @@ def pg_database(pg_dir: str, name: str) -> str:
     return url.replace("/knowtree?", f"/{name}?")
 
 
-def run(leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "") -> dict[str, Any]:
+def run(
+    leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "", embed_sample: int = 0
+) -> dict[str, Any]:
     corpus = work / f"corpus{leaves}"
     db: Path | str = pg_database(pg_dir, f"e9_{leaves}") if pg_dir else work / f"scale{leaves}.db"
     facts = write_corpus(corpus, leaves, files)
     qs = questions(facts, n_questions)
     backend = "postgresql" if pg_dir else "sqlite"
     out: dict[str, Any] = {"backend": backend, "leaves": leaves, "files": files, "budget": budget}
-    out["build_s"] = round(build(db, corpus), 1)
-    out["embed_s"] = round(embed_seconds(db), 1)
+    seconds, measured = build(db, corpus)
+    out["build_s"] = round(seconds, 1)
+    out.update(measured)
+    out["embed_s"] = round(embed_seconds(db, embed_sample), 1)
+    if embed_sample:
+        out["embed_sample"] = embed_sample
     child = subprocess.run(
         [sys.executable, __file__, "--warm", str(db), "--budget", str(budget)],
         input=json.dumps(qs),
@@ -243,6 +260,7 @@ def main() -> None:
     ap.add_argument("--work", default="")
     ap.add_argument("--out", default="")
     ap.add_argument("--pg-dir", default="", help="run on a PostgreSQL whose data lives in DIR")
+    ap.add_argument("--embed-sample", type=int, default=0, help="time embedding on this many texts, scaled (0: all)")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm:
@@ -252,7 +270,8 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="kt-e9-"))
     rows = []
     for n in args.leaves:
-        row = run(n, args.files or max(1, n // 250), args.questions, args.budget, work, args.pg_dir)
+        files = args.files or max(1, n // 250)
+        row = run(n, files, args.questions, args.budget, work, args.pg_dir, args.embed_sample)
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.out:

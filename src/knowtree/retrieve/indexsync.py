@@ -132,7 +132,10 @@ def sync_entries(
         write_ann_index(conn, tree, embedder, state[1])  # a tree indexed before it had its own
         return SyncReport(entries=state[1], unchanged=True)
     existing = {r[0]: r[1:] for r in sql.indexed(conn, tree)}
-    leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
+    saved = _saved(nodes, digests)
+    if saved is not None:  # every node in hand: of a row only its id and kind are read (`LeafReuse`)
+        rows = [r[:2] for r in rows]
+    leaves = LeafReuse(rows, digests, existing, docs, saved)
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
         entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)

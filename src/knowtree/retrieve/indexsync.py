@@ -118,11 +118,16 @@ def sync_entries(
     their vectors in the same transaction, so no question embeds them.
     """
     sql = tables(conn)
-    rows = sql.node_rows(conn, tree)
+    # the rows streamed: each row's digest, and its id and kind (all that is read of a row whose node
+    # is in hand: `LeafReuse`); every row is read whole again only when the nodes are not in hand
+    digests: dict[str, str] = {}
+    rows: list[tuple] = []
+    for row in sql.iter_node_rows(conn, tree):
+        digests.update(row_digests([row]))
+        rows.append(row[:2])
     head = sql.tree_head(conn, tree)
     root = head[0] if head else None
     docs = _doc_context(conn, tree)
-    digests = row_digests(rows)
     content = _fingerprint(digests, root, docs)
     sig = signature(conn, tree)
     state = sql.read_state(conn, tree)
@@ -133,8 +138,8 @@ def sync_entries(
         return SyncReport(entries=state[1], unchanged=True)
     existing = {r[0]: r[1:] for r in sql.indexed(conn, tree)}
     saved = _saved(nodes, digests)
-    if saved is not None:  # every node in hand: of a row only its id and kind are read (`LeafReuse`)
-        rows = [r[:2] for r in rows]
+    if saved is None:
+        rows = sql.node_rows(conn, tree)
     leaves = LeafReuse(rows, digests, existing, docs, saved)
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:

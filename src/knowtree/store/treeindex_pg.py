@@ -15,7 +15,7 @@ Vectors: `tree_index_vec.emb` holds each vector as a pgvector value beside its b
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from knowtree.store import pgbulk
@@ -34,7 +34,7 @@ from knowtree.store.bm25_pg import (
     weighted_query,
 )
 from knowtree.store.pgbulk import batches, staged_upsert_binary, vector_tuples
-from knowtree.store.rows import in_batches
+from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.store.treeindex_sqlite import (
     ENTRY_COLUMNS,
     current_vectors,
@@ -191,6 +191,14 @@ def vectors_by_hash(conn: Any, tree: str, embedder: str, hashes: Sequence[str]) 
     ]
 
 
+def iter_node_rows(conn: Any, tree: str, batch: int = 2000) -> Iterator[tuple]:
+    """`node_rows`, streamed by a server-side cursor (no result of every row held at once)."""
+    with conn.raw.cursor(name="kt_node_rows") as cur:
+        cur.itersize = batch
+        cur.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = %s", (tree,))
+        yield from cur
+
+
 def ensure_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> bool:
     """Give `tree` its own HNSW index over its vectors by `embedder` (`pgbulk.ensure_ann_index`),
     built once its vectors are written; True when built now. A size without an index (`ANN_DIMS`):
@@ -282,6 +290,7 @@ __all__ = [
     "fts_tokens",
     "indexed",
     "insert_entries",
+    "iter_node_rows",
     "lexical",
     "lexical_top",
     "links",

@@ -9,7 +9,7 @@ caller's transaction). Rows come back as tuples in the order each docstring name
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from knowtree.errors import StoreError
 from knowtree.store.fts_terms import create_term_lookup
@@ -43,6 +43,11 @@ def tree_head(conn: sqlite3.Connection, tree: str) -> tuple[str | None, str] | N
 def node_rows(conn: sqlite3.Connection, tree: str) -> list[tuple]:
     """Every node row of a tree (`store.rows.NODE_COLUMNS`)."""
     return conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+
+
+def iter_node_rows(conn: sqlite3.Connection, tree: str) -> Iterator[tuple]:
+    """`node_rows`, one at a time (the cursor streams them)."""
+    yield from conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,))
 
 
 # -- the index's state ------------------------------------------------------------------------------

@@ -39,7 +39,6 @@ from knowtree.store.treeindex_sqlite import (
     ENTRY_COLUMNS,
     current_vectors,
     doc_lines,
-    drop_orphan_vectors,
     drop_vectors,
     entry_rows,
     indexed,
@@ -189,6 +188,18 @@ def vectors_by_hash(conn: Any, tree: str, embedder: str, hashes: Sequence[str]) 
             (list(hashes), tree, embedder),
         ).fetchall()
     ]
+
+
+def drop_orphan_vectors(conn: Any, tree: str, embedder: str | None = None) -> None:
+    """Vectors whose entries are gone (kept only for reuse by text), of one embedder or of all: an
+    anti-join (SQLite's `NOT IN (subquery)` is, here, a hashed subplan only while the tree's ids fit
+    in `work_mem`, and past that a scan of every id for every vector: quadratic in the tree)."""
+    which = "" if embedder is None else " AND v.embedder = ?"
+    conn.execute(
+        f"DELETE FROM tree_index_vec v WHERE v.tree = ?{which} AND NOT EXISTS"
+        " (SELECT 1 FROM tree_index t WHERE t.tree = v.tree AND t.id = v.id)",
+        (tree, *(() if embedder is None else (embedder,))),
+    )
 
 
 def iter_node_rows(conn: Any, tree: str, batch: int = 2000) -> Iterator[tuple]:

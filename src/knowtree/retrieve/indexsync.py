@@ -25,6 +25,7 @@ from knowtree.retrieve.indexreuse import LeafReuse
 from knowtree.retrieve.indexwrite import (
     WRITE_EMBEDDER,
     embed_missing,
+    prepare_ann_index,
     write_ann_index,
     write_embedder,
     write_entries,
@@ -188,6 +189,7 @@ def sync_entries(
         ),
     )
     vectors_by = write_embedder(embedder)
+    prepare_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))  # before any vector is written
     # the new entries and their vectors, batch by batch (the next batch embedded meanwhile)
     streamed = write_entries(
         conn,

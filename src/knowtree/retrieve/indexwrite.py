@@ -124,6 +124,14 @@ def write_entries(conn: Any, tree: str, rows: Sequence[tuple], embedder: Embedde
     return len(rows)
 
 
+def prepare_ann_index(conn: Any, tree: str, embedder: Embedder | None, entries: int) -> None:
+    """Before a sync writes vectors of a tree that `write_ann_index` will give its index: the store
+    holds off other index builds until this transaction ends (PostgreSQL: two saves that each wrote
+    vectors and then each built an index would deadlock)."""
+    if embedder is not None and entries >= ann_entries():
+        tables(conn).will_build_ann_index(conn, tree, embedder.id, embedder.dim)
+
+
 def write_ann_index(conn: Any, tree: str, embedder: Embedder | str | None, entries: int) -> bool:
     """Give a tree of `ann_entries()` entries or more its approximate index over `embedder`'s vectors
     (`write_embedder`'s) where the store has one (PostgreSQL: the tree's own HNSW, built once over the

@@ -137,6 +137,14 @@ def has_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> bool:
     return bool(row and row[0])
 
 
+def hold_ann_builds(conn: Any) -> None:
+    """Until this transaction ends, no other transaction builds a tree's HNSW index. Taken before the
+    transaction writes any vector, by a save that will build one: `CREATE INDEX` waits for every
+    transaction that wrote `tree_index_vec` to end, so two saves that had both written vectors and
+    then both built an index would wait for each other (a deadlock: PostgreSQL aborts one)."""
+    conn.raw.execute("SELECT pg_advisory_xact_lock(hashtext('knowtree ann index build'))")
+
+
 def ensure_ann_index(conn: Any, tree: str, embedder: str, dim: int, vectors: int) -> bool:
     """Build `tree`'s HNSW index over its `dim`-dimensional vectors by `embedder` when it has none
     (True: built now), inside the caller's transaction: built once over the loaded vectors, which is

@@ -210,6 +210,13 @@ def iter_node_rows(conn: Any, tree: str, batch: int = 2000) -> Iterator[tuple]:
         yield from cur
 
 
+def will_build_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> None:
+    """Called before a save that may build `tree`'s HNSW index writes any vector: when it has none yet,
+    index builds are held off for the rest of the transaction (`pgbulk.hold_ann_builds`)."""
+    if dim in ANN_DIMS and not pgbulk.has_ann_index(conn, tree, embedder, dim):
+        pgbulk.hold_ann_builds(conn)
+
+
 def ensure_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> bool:
     """Give `tree` its own HNSW index over its vectors by `embedder` (`pgbulk.ensure_ann_index`),
     built once its vectors are written; True when built now. A size without an index (`ANN_DIMS`):
@@ -320,5 +327,6 @@ __all__ = [
     "vector_sample",
     "vectors",
     "vectors_by_hash",
+    "will_build_ann_index",
     "write_state",
 ]

@@ -275,6 +275,10 @@ def put_vectors(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, st
     )
 
 
+def will_build_ann_index(conn: sqlite3.Connection, tree: str, embedder: str, dim: int) -> None:
+    """Nothing: SQLite builds no approximate index (and has one writer at a time)."""
+
+
 def ensure_ann_index(conn: sqlite3.Connection, tree: str, embedder: str, dim: int) -> bool:
     """Nothing: SQLite's vectors are scored exactly (`ANN_DIMS` is empty); PostgreSQL builds a tree's HNSW."""
     return False

@@ -93,45 +93,56 @@ def kt_cli() -> str:
     return str(Path(sys.executable).with_name("knowtree"))
 
 
-def build(db: Path | str, corpus: Path) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            kt_cli(),
-            "build",
-            str(corpus),
-            "--tree",
-            "t",
-            "--db",
-            str(db),
-            "--model",
-            "keyword",
-            "--summaries",
-            "none",
-            "--structure",
-            "headings",
-            "-q",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
+def build(db: Path | str, corpus: Path) -> tuple[float, dict[str, float]]:
+    """The build's wall seconds, and its process's own CPU seconds and peak RSS (GNU time's `%M`:
+    the `knowtree build` child's ru_maxrss, time's own RSS at its fork being tiny)."""
+    command = [
+        kt_cli(),
+        "build",
+        str(corpus),
+        "--tree",
+        "t",
+        "--db",
+        str(db),
+        "--model",
+        "keyword",
+        "--summaries",
+        "none",
+        "--structure",
+        "headings",
+        "-q",
+    ]
+    measured: dict[str, float] = {}
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        timed = Path("/usr/bin/time").exists()
+        if timed:
+            command = ["/usr/bin/time", "-f", "%M %U %S", "-o", report.name, *command]
+        started = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        seconds = time.perf_counter() - started
+        if timed:
+            rss_kb, user, system = Path(report.name).read_text().split()[-3:]
+            measured = {"build_rss_mb": round(int(rss_kb) / 1024, 1), "build_cpu_s": round(float(user) + float(system), 1)}
+    return seconds, measured
 
 
-def embed_seconds(db: Path | str) -> float:
-    """The default embedder's time over the index's texts (what the build's sync spent embedding)."""
+def embed_seconds(db: Path | str, sample: int = 0) -> float:
+    """The default embedder's time over the index's texts (what the build's sync spent embedding);
+    with `sample`, that many texts are timed (a random sample) and the time scaled to them all."""
     from knowtree.retrieve.embed import get_embedder
     from knowtree.retrieve.treeindex import EMBED_CHARS, embed_texts
     from knowtree.store import open_store
 
     store = open_store(str(db), create=False)
-    rows = store.read(lambda c: c.execute("SELECT text, context FROM tree_index WHERE tree = 't'").fetchall())
+    total = store.read(lambda c: c.execute("SELECT COUNT(*) FROM tree_index WHERE tree = 't'").fetchone()[0])
+    limit = f" ORDER BY random() LIMIT {int(sample)}" if sample and sample < total else ""
+    rows = store.read(lambda c: c.execute(f"SELECT text, context FROM tree_index WHERE tree = 't'{limit}").fetchall())
     store.close()
     texts = [((c + "\n" + t) if c else t)[:EMBED_CHARS] for t, c in rows]
     emb = get_embedder()
     started = time.perf_counter()
     embed_texts(emb, texts)
-    return time.perf_counter() - started
+    return (time.perf_counter() - started) * (total / len(texts) if texts else 1.0)
 
 
 def warm(db: Path | str, qs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
@@ -227,7 +238,7 @@ def pg_url(pg_dir: str, name: str) -> str:
 
 def run(
     leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "", *, reuse: bool = False,
-    cold_runs: int = 3,
+    cold_runs: int = 3, embed_sample: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     corpus = work / f"corpus{leaves}"
     db: Path | str
@@ -242,8 +253,12 @@ def run(
     backend = "postgresql" if pg_dir else "sqlite"
     out: dict[str, Any] = {"backend": backend, "leaves": leaves, "files": files, "budget": budget}
     if not reuse:
-        out["build_s"] = round(build(db, corpus), 1)
-        out["embed_s"] = round(embed_seconds(db), 1)
+        seconds, measured = build(db, corpus)
+        out["build_s"] = round(seconds, 1)
+        out.update(measured)
+        out["embed_s"] = round(embed_seconds(db, embed_sample), 1)
+        if embed_sample:
+            out["embed_sample"] = embed_sample
     out["load_before"] = round(os.getloadavg()[0], 2)
     child = subprocess.run(
         [sys.executable, __file__, "--warm", str(db), "--budget", str(budget)],
@@ -272,6 +287,7 @@ def main() -> None:
     ap.add_argument("--pg-dir", default="", help="run on a PostgreSQL whose data lives in DIR")
     ap.add_argument("--reuse", action="store_true", help="questions only, on the database built before")
     ap.add_argument("--cold-runs", type=int, default=3, help="cold CLI questions (median reported)")
+    ap.add_argument("--embed-sample", type=int, default=0, help="time embedding on this many texts, scaled (0: all)")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm:
@@ -283,7 +299,8 @@ def main() -> None:
     for n in args.leaves:
         files = args.files or max(1, n // 250)
         row = run(
-            n, files, args.questions, args.budget, work, args.pg_dir, reuse=args.reuse, cold_runs=args.cold_runs
+            n, files, args.questions, args.budget, work, args.pg_dir, reuse=args.reuse, cold_runs=args.cold_runs,
+            embed_sample=args.embed_sample,
         )
         print(json.dumps(row), flush=True)
         rows.append(row)

@@ -1,6 +1,8 @@
 """Issue 36: PostgreSQL's dense top-k by pgvector's HNSW index (`store.treeindex_pg.ann_top`) for a
-tree of `ann_entries()` entries or more: the plan uses the index, the result is the exact product's
-top, another tree's vectors in the same table do not starve it, and a question is answered by it."""
+tree of `ann_entries()` entries or more: the tree's own index (branch pgbuild: built by the sync once
+its vectors are written, `store.pgbulk.ensure_ann_index`), the plan uses it, the result is the exact
+product's top, another tree's vectors in the same table are not in it, a tree without one is scored
+exactly, and a question is answered by it."""
 
 from __future__ import annotations
 
@@ -12,16 +14,32 @@ import pytest
 import knowtree.retrieve.treeindex as treeindex
 from knowtree.core import KnowTree
 from knowtree.retrieve.embed import get_embedder
+from knowtree.store.pgbulk import ann_index_name
 from knowtree.testing.models import KeywordModel
 from test_scale_index import _tickets
 
 
 @pytest.fixture
-def two_trees(pg_url: str, tmp_path: Path) -> str:
+def two_trees(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")  # "u" (900 leaves) gets its own index, "t" (60) none
     with KnowTree(pg_url, model=KeywordModel(), summaries="none", structure="headings") as kt:
         kt.build(_tickets(tmp_path / "small", 60, files=2), tree="t")
         kt.build(_tickets(tmp_path / "large", 900, files=6), tree="u")
+    monkeypatch.delenv("KNOWTREE_ANN_ENTRIES")
     return pg_url
+
+
+def _index_names(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE i.indrelid = 'tree_index_vec'::regclass AND c.relname LIKE 'kt_ann_%%'"
+            ).fetchall()
+        ]
 
 
 class _Explaining:
@@ -70,7 +88,8 @@ def test_above_the_threshold_the_hnsw_index_gives_the_exact_top(
         monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
         index.store = _Explaining(index.store, plans)
         near, cosines, mid = index.dense_top(question, get_embedder(), 10)
-    assert plans and "tree_index_vec_hnsw_256" in plans[0]  # the plan scans the HNSW index
+    own = ann_index_name("u", get_embedder().id, get_embedder().dim)
+    assert plans and own in plans[0]  # the plan scans the tree's own HNSW index
     assert list(near) and set(near) == set(exact)
     assert all(abs(near[i] - exact[i]) < 1e-4 for i in near)
     some = list(exact_cosines(list(exact)))  # another entry's cosine is read by id
@@ -78,18 +97,43 @@ def test_above_the_threshold_the_hnsw_index_gives_the_exact_top(
     assert abs(mid - exact_mid) < 0.05  # the sample's median (900 entries: every one) vs the exact
 
 
-def test_a_small_tree_among_large_ones_still_gets_k_of_its_own(
+def test_only_a_large_tree_has_its_own_index_and_a_small_one_is_scored_exactly(
     two_trees: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "0")
+    embedder = get_embedder()
+    names = _index_names(two_trees)  # (a database the suite hands out again may hold other tests' too)
+    assert ann_index_name("u", embedder.id, embedder.dim) in names
+    assert ann_index_name("t", embedder.id, embedder.dim) not in names
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "0")  # "t" is past the threshold now, but has no index yet
     plans: list[str] = []
     with KnowTree(two_trees, model=KeywordModel()) as kt:
         small = kt.tree_index("t")
         own = {r.id for r in small.rows}
         small.store = _Explaining(small.store, plans)
         near = _top(small, "what did bob file about item2?", 40)
-    assert plans and "tree_index_vec_hnsw_256" in plans[0]
-    assert len(near) == 40 and set(near) <= own  # iterative scan: the other tree's vectors skipped
+    assert not plans  # no HNSW query: the exact product
+    assert len(near) == 40 and set(near) <= own
+
+
+def test_a_tree_gets_its_index_when_it_grows_past_the_threshold_and_loses_it_with_the_tree(
+    two_trees: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = get_embedder()
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "50")
+    with KnowTree(two_trees, model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(_tickets(tmp_path / "small2", 60, files=2), tree="t", replace=True)  # saved again
+        assert ann_index_name("t", embedder.id, embedder.dim) in _index_names(two_trees)
+        plans: list[str] = []
+        small = kt.tree_index("t")
+        own = {r.id for r in small.rows}
+        small.store = _Explaining(small.store, plans)
+        near = _top(small, "what did bob file about item2?", 40)
+        assert plans and ann_index_name("t", embedder.id, embedder.dim) in plans[0]
+        assert len(near) == 40 and set(near) <= own  # the other tree's vectors are not in its graph
+        kt.delete("u")
+    names = _index_names(two_trees)
+    assert ann_index_name("t", embedder.id, embedder.dim) in names
+    assert ann_index_name("u", embedder.id, embedder.dim) not in names
 
 
 def test_a_question_answered_by_the_hnsw_path(two_trees: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,3 +145,45 @@ def test_a_question_answered_by_the_hnsw_path(two_trees: str, monkeypatch: pytes
     with KnowTree(two_trees, model=KeywordModel()) as kt:
         evidence = kt.tree("u").retrieve("what did carol file as code42?", budget_tokens=80)
     assert used and any("code42" in e.text for e in evidence)
+
+
+def test_two_saves_building_their_indexes_at_once_do_not_deadlock(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two saves that have both written vectors and then both build their tree's index would each wait
+    for the other's commit (PostgreSQL aborts one: "deadlock detected"); a save that will build one
+    holds off other index builds before it writes a vector. Here each save waits, once its vectors
+    are written, until the other's are too (or 3 s): without the hold both get there and deadlock."""
+    import contextlib
+    import threading
+
+    import knowtree.retrieve.indexsync as indexsync
+
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "10")
+    meet = threading.Barrier(2, timeout=3)
+    real = indexsync.write_entries
+
+    def write_then_meet(*args: Any, **kwargs: Any) -> int:
+        written = real(*args, **kwargs)
+        with contextlib.suppress(threading.BrokenBarrierError):  # the other save held off: go on alone
+            meet.wait()
+        return written
+
+    monkeypatch.setattr(indexsync, "write_entries", write_then_meet)
+    errors: list[BaseException] = []
+
+    def build(name: str) -> None:
+        try:
+            with KnowTree(pg_url, model=KeywordModel(), summaries="none", structure="headings") as kt:
+                kt.build(_tickets(tmp_path / name, 30, files=2), tree=name)
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    embedder = get_embedder()
+    assert {ann_index_name(n, embedder.id, embedder.dim) for n in "ab"} <= set(_index_names(pg_url))

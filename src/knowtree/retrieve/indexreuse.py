@@ -93,7 +93,8 @@ class LeafReuse:
             # piece) names the tree parent
             if old_parent != node_id and old_parent != parent:
                 self.moves.append((entry_id, parent or ""))
-        return pieces, row[5]
+        parsed = self.nodes.parsed.get(node_id)  # in hand: its row may hold only (id, kind)
+        return pieces, parsed.text if parsed is not None else row[5]
 
 
 __all__ = ["LazyNodes", "LeafReuse"]

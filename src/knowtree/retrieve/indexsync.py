@@ -22,7 +22,15 @@ from knowtree.retrieve.context import (
     tree_entries,
 )
 from knowtree.retrieve.indexreuse import LeafReuse
-from knowtree.retrieve.indexwrite import WRITE_EMBEDDER, embed_missing, write_embedder, write_leaf_counts
+from knowtree.retrieve.indexwrite import (
+    WRITE_EMBEDDER,
+    embed_missing,
+    prepare_ann_index,
+    write_ann_index,
+    write_embedder,
+    write_entries,
+    write_leaf_counts,
+)
 from knowtree.store.treeindex_tables import tables
 from knowtree.types import Node, content_hash
 
@@ -111,20 +119,29 @@ def sync_entries(
     their vectors in the same transaction, so no question embeds them.
     """
     sql = tables(conn)
-    rows = sql.node_rows(conn, tree)
+    # the rows streamed: each row's digest, and its id and kind (all that is read of a row whose node
+    # is in hand: `LeafReuse`); every row is read whole again only when the nodes are not in hand
+    digests: dict[str, str] = {}
+    rows: list[tuple] = []
+    for row in sql.iter_node_rows(conn, tree):
+        digests.update(row_digests([row]))
+        rows.append(row[:2])
     head = sql.tree_head(conn, tree)
     root = head[0] if head else None
     docs = _doc_context(conn, tree)
-    digests = row_digests(rows)
     content = _fingerprint(digests, root, docs)
     sig = signature(conn, tree)
     state = sql.read_state(conn, tree)
     if sig is not None and state is not None and state[2] == content:
         if state[0] != sig:
             sql.set_signature(conn, tree, sig)
+        write_ann_index(conn, tree, embedder, state[1])  # a tree indexed before it had its own
         return SyncReport(entries=state[1], unchanged=True)
     existing = {r[0]: r[1:] for r in sql.indexed(conn, tree)}
-    leaves = LeafReuse(rows, digests, existing, docs, _saved(nodes, digests))
+    saved = _saved(nodes, digests)
+    if saved is None:
+        rows = sql.node_rows(conn, tree)
+    leaves = LeafReuse(rows, digests, existing, docs, saved)
     entries: list[Entry] = []
     if root is not None and root in leaves.nodes:
         entries = tree_entries(leaves.nodes, root, doc_context=docs, reuse=leaves.reuse, sources=leaves.keys)
@@ -171,8 +188,12 @@ def sync_entries(
             for e in moved
         ),
     )
-    sql.insert_entries(
+    vectors_by = write_embedder(embedder)
+    prepare_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))  # before any vector is written
+    # the new entries and their vectors, batch by batch (the next batch embedded meanwhile)
+    streamed = write_entries(
         conn,
+        tree,
         [
             (
                 tree,
@@ -190,13 +211,16 @@ def sync_entries(
             )
             for e in changed
         ],
+        vectors_by,
     )
     # a removed entry's vector goes, unless its text lives on under another id (a renamed ancestor):
     # it is reused by text below (or by `TreeIndex.vectors` for another embedder), then dropped
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     sql.drop_vectors(conn, tree, [i for i in removed if existing[i][2] not in texts])
     write_leaf_counts(conn, tree)
-    embedded = embed_missing(conn, tree, write_embedder(embedder))
+    embedded = streamed + embed_missing(conn, tree, vectors_by)  # entries moved or kept without one
+    # a large tree's own approximate index, built once its vectors are all written (PostgreSQL)
+    write_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))
     sql.write_state(
         conn,
         tree,

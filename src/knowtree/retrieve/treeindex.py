@@ -23,7 +23,6 @@ one, a question's candidates only (`lexical_top`, `dense_top`, `with_ancestors`;
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,8 +33,10 @@ from knowtree.retrieve import vecfile
 from knowtree.retrieve.bm25 import query_terms
 from knowtree.retrieve.indexsync import SyncReport, drop_entries, row_digests, signature, sync_entries
 from knowtree.retrieve.indexwrite import (
+    ANN_ENTRIES,
     EMBED_CHARS,
     WRITE_EMBEDDER,
+    ann_entries,
     embed_rows,
     embed_texts,
     leaf_counts,
@@ -83,22 +84,10 @@ COMMON_TERM_DOCS = 0.05  # see `TreeIndex.lexical_top`
 TERM_DOCS_KEPT = 100_000  # query words whose entry counts an index object keeps (`TreeIndex._term_docs`)
 COMMON_TERM_MIN = 5000
 FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving process's bound: ~50 MB)
-#: a tree of at least this many entries takes its dense top-k from the database's approximate index
-#: where it has one (PostgreSQL: HNSW); a smaller one is scored exactly, in process. KNOWTREE_ANN_ENTRIES
-#: overrides it. Measured (benchmarks/RESULTS.md, E9 continued; PostgreSQL, 115k entries): the first
-#: question 3.2 s exact (every vector read) vs 0.2 s, the process 462 vs 97 MB; warm, exact was the
-#: faster (retrieve p50 41 vs 54 ms) and agrees with itself, where HNSW's top-256 overlapped it 0.7
-ANN_ENTRIES = 50_000
 #: the approximate top-k reads this many times k and keeps the k best: on E9's crowded synthetic
 #: vectors (115k) the top-256 overlapped the exact one 0.59 reading 256, 0.83 reading 512 (+10 ms)
 ANN_FETCH = 2
 MEDIAN_SAMPLE = 2048  # vectors whose median cosine stands for the tree's on the approximate path
-
-
-def ann_entries() -> int:
-    """The size from which the dense top-k is the database's (`ANN_ENTRIES`, or the environment's)."""
-    raw = os.environ.get("KNOWTREE_ANN_ENTRIES", "").strip()
-    return int(raw) if raw.isdigit() else ANN_ENTRIES
 
 
 class TreeIndex:
@@ -303,8 +292,8 @@ class TreeIndex:
         object): no process holds the tree's vectors."""
         import numpy as np
 
-        if self._uses_ann(embedder):
-            return self._ann_top(question, embedder, k)
+        if self._uses_ann(embedder) and (got := self._ann_top(question, embedder, k)) is not None:
+            return got  # None: the tree has no approximate index (yet): scored exactly
         ids, pos, mat = self.matrix(embedder)
         if not ids:
             return {}, lambda _ids: {}, 0.0
@@ -328,10 +317,13 @@ class TreeIndex:
 
     def _ann_top(
         self, question: str, embedder: Embedder, k: int
-    ) -> tuple[dict[str, float], Callable[[Sequence[str]], dict[str, float]], float]:
+    ) -> tuple[dict[str, float], Callable[[Sequence[str]], dict[str, float]], float] | None:
         import numpy as np
 
         query = embedder.embed([question])[0]
+        fetched = self._read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
+        if fetched is None:
+            return None
         key = ("median-sample", embedder.id)
         sample = self.memo.get(key)
         if sample is None:
@@ -343,7 +335,6 @@ class TreeIndex:
             return {}, lambda _ids: {}, 0.0
         scores = sample @ query
         mid = float(np.partition(scores, len(scores) // 2)[len(scores) // 2])
-        fetched = self._read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
         near = dict(sorted(fetched, key=lambda r: -r[1])[:k])
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
@@ -466,12 +457,14 @@ class TreeIndex:
 
 
 __all__ = [
+    "ANN_ENTRIES",
     "EMBED_CHARS",
     "WRITE_EMBEDDER",
     "IndexRow",
     "IndexStore",
     "SyncReport",
     "TreeIndex",
+    "ann_entries",
     "drop_entries",
     "embed_rows",
     "embed_texts",

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowtree.store.fts_terms import create_tokenizer
+from knowtree.store.pgbulk import staged_upsert
 from knowtree.store.rows import in_batches
 
 K1 = 1.2
+BULK_ROWS = 2000  # more rows than this are upserted through a staging table (store/pgbulk.py)
 B = 0.75
 
 
@@ -63,22 +65,92 @@ def fts_tokens(text: str) -> list[str]:
 
 
 def count_terms(texts: Sequence[str]) -> list[tuple[Counter[str], int]]:
-    """Each text's (term counts, length in tokens)."""
-    return [(Counter(tokens), len(tokens)) for tokens in fts_token_lists(texts)]
+    """Each text's (term counts, length in tokens): `fts_token_lists`' terms, counted by SQLite
+    (no per-text sort by offset: the order of a text's terms is not needed for counting)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        create_tokenizer(conn)
+        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", enumerate(texts))
+        out: list[Counter[str]] = [Counter() for _ in texts]
+        for doc, term, n in conn.execute("SELECT doc, term, COUNT(*) FROM cut_terms GROUP BY doc, term"):
+            out[doc][term] = n
+    finally:
+        conn.close()
+    return [(c, c.total()) for c in out]
+
+
+def cut_postings(texts: Sequence[str]) -> tuple[list[tuple[str, int, int]], list[int]]:
+    """The postings of texts (FTS5's terms, as `count_terms`): (term, text's position, count) in
+    term order, then position, and each text's length in tokens: rows ready for a bulk write."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        create_tokenizer(conn)
+        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", enumerate(texts))
+        rows = conn.execute("SELECT term, doc, COUNT(*) FROM cut_terms GROUP BY term, doc").fetchall()
+    finally:
+        conn.close()
+    lengths = [0] * len(texts)
+    for _, doc, n in rows:
+        lengths[doc] += n
+    return rows, lengths
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def copy_text(value: str) -> str:
+    """`value` as a field of COPY's text format (backslash, tab, newline and return escaped)."""
+    return value.translate(_COPY_ESCAPES)
+
+
+def copy_cut_postings(
+    conn: Any, p: Postings, key: str, rids: Sequence[int], cut: Sequence[tuple[str, int, int]], lengths: Sequence[int]
+) -> Counter[str]:
+    """COPY postings from `cut_postings` (positions mapped to `rids`) as text written here, in term
+    order (the primary key's: its pages filled in order); returns {term: rows holding it}."""
+    docs: Counter[str] = Counter()
+    prefix = copy_text(key) + "\t"
+    sql = f"COPY {p.terms} ({p.key}, term, rid, tf, len) FROM STDIN"
+    # FTS5's unicode61 cuts on tabs, newlines and backslashes, so a term rarely needs escaping
+    escaped = {t: e for t in {term for term, _, _ in cut} if (e := copy_text(t)) != t}
+    with conn.raw.cursor() as cur, cur.copy(sql) as copy:
+        for start in range(0, len(cut), 20000):
+            part = cut[start : start + 20000]
+            copy.write(
+                "".join(
+                    f"{prefix}{escaped.get(term, term)}\t{rids[doc]}\t{n}\t{lengths[doc]}\n"
+                    for term, doc, n in part
+                )
+            )
+            docs.update(term for term, _, _ in part)
+    return docs
 
 
 def add_postings(
     conn: Any, p: Postings, key: str, rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]
 ) -> None:
     """Store the postings of new rows (`rids`, each with its `count_terms`), and the statistics."""
+    copy_postings(conn, p, key, rids, counted)
+    docs = Counter(term for terms, _ in counted for term in terms)
+    add_counts(conn, p, key, docs, len(rids), sum(length for _, length in counted))
+
+
+def copy_postings(
+    conn: Any, p: Postings, key: str, rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]
+) -> None:
+    """COPY the postings of new rows (bulk: several times faster than INSERTs); no statistics."""
     postings = (
         (key, term, rid, tf, length)
         for rid, (terms, length) in zip(rids, counted, strict=True)
         for term, tf in terms.items()
     )
-    conn.copy_rows(p.terms, (p.key, "term", "rid", "tf", "len"), postings)  # COPY: bulk, several times faster
-    _add_df(conn, p, key, Counter(term for terms, _ in counted for term in terms), +1)
-    _add_stats(conn, p, key, len(rids), sum(length for _, length in counted))
+    conn.copy_rows(p.terms, (p.key, "term", "rid", "tf", "len"), postings)
+
+
+def add_counts(conn: Any, p: Postings, key: str, docs: Counter[str], entries: int, tokens: int) -> None:
+    """Add new rows' share of the statistics: `docs` {term: rows holding it}, the rows, their tokens."""
+    _add_df(conn, p, key, docs, +1)
+    _add_stats(conn, p, key, entries, tokens)
 
 
 def remove_postings(
@@ -108,11 +180,12 @@ def drop_postings(conn: Any, p: Postings, key: str) -> None:
 
 
 def _add_df(conn: Any, p: Postings, key: str, docs: Counter[str], sign: int) -> None:
-    conn.executemany(
-        f"INSERT INTO {p.df}({p.key}, term, docs) VALUES (?, ?, ?)"
-        f" ON CONFLICT ({p.key}, term) DO UPDATE SET docs = {p.df}.docs + excluded.docs",
-        [(key, term, sign * n) for term, n in sorted(docs.items())],  # in term order: no deadlock
-    )
+    conflict = f"ON CONFLICT ({p.key}, term) DO UPDATE SET docs = {p.df}.docs + excluded.docs"
+    rows = [(key, term, sign * n) for term, n in sorted(docs.items())]  # in term order: no deadlock
+    if len(rows) > BULK_ROWS:  # a large tree's terms: COPYed to a staging table, upserted in term order
+        staged_upsert(conn, p.df, (p.key, "term", "docs"), rows, conflict, order="term")
+        return
+    conn.executemany(f"INSERT INTO {p.df}({p.key}, term, docs) VALUES (?, ?, ?) {conflict}", rows)
 
 
 def _add_stats(conn: Any, p: Postings, key: str, entries: int, tokens: int) -> None:
@@ -170,8 +243,13 @@ __all__ = [
     "K1",
     "B",
     "Postings",
+    "add_counts",
     "add_postings",
+    "copy_cut_postings",
+    "copy_postings",
+    "copy_text",
     "count_terms",
+    "cut_postings",
     "drop_postings",
     "fts_token_lists",
     "fts_tokens",

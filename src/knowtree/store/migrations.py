@@ -431,6 +431,14 @@ MIGRATIONS: list[str | Step] = [
         ),
     ),
     Step("", FLAT_PG_SCHEMA),  # branch kbpg: the flat indexes' tables (SQLite: made per index when opened)
+    # branch pgbuild: a large tree's HNSW index is its own (`store.pgbulk.ensure_ann_index`, built once
+    # over its loaded vectors), not one over every tree's vectors that each vector is inserted into;
+    # a tree that had used the shared one is marked behind, so its next sync builds its own
+    Step(
+        sqlite="",
+        postgresql="".join(f"DROP INDEX IF EXISTS tree_index_vec_hnsw_{d};\n" for d in (256, 384, 512, 768, 1024, 1536))
+        + "UPDATE tree_index_state SET signature = '' WHERE entries >= 50000;\n",
+    ),
 ]
 
 # the tables made per named index at run time (no migration runs in a file of its own or in memory)

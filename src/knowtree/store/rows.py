@@ -78,7 +78,7 @@ def insert_nodes(
     positions: Mapping[str, int],
 ) -> None:
     """Write nodes and their full-text rows (the caller deleted any previous rows with these ids)."""
-    rows = [
+    rows = (
         (
             name,
             n.id,
@@ -92,10 +92,10 @@ def insert_nodes(
             json.dumps([s.model_dump() for s in n.spans]),
         )
         for n in nodes
-    ]
+    )  # a generator: COPY streams it, no list of every row's JSON is held
     if dialect_of(c) == POSTGRESQL:  # COPY: a tree of 10,000 nodes is written in one stream
         c.copy_rows("nodes", NODE_ROW, rows)
-        c.copy_rows("nodes_fts", ("tree", "id", "body"), [(name, n.id, fts_body(n)) for n in nodes])
+        c.copy_rows("nodes_fts", ("tree", "id", "body"), ((name, n.id, fts_body(n)) for n in nodes))
         return
     c.executemany(
         f"INSERT INTO nodes({', '.join(NODE_ROW)}) VALUES ({', '.join('?' * len(NODE_ROW))})", rows

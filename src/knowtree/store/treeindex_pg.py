@@ -14,13 +14,18 @@ Vectors: `tree_index_vec.emb` holds each vector as a pgvector value beside its b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from knowtree.store import pgbulk
 from knowtree.store.bm25_pg import (
     Postings,
+    add_counts,
     add_postings,
+    copy_cut_postings,
     count_terms,
+    cut_postings,
     drop_postings,
     fts_token_lists,
     fts_tokens,
@@ -28,12 +33,12 @@ from knowtree.store.bm25_pg import (
     stats,
     weighted_query,
 )
-from knowtree.store.rows import in_batches
+from knowtree.store.pgbulk import batches, staged_upsert_binary, vector_tuples
+from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.store.treeindex_sqlite import (
     ENTRY_COLUMNS,
     current_vectors,
     doc_lines,
-    drop_orphan_vectors,
     drop_vectors,
     entry_rows,
     indexed,
@@ -48,7 +53,6 @@ from knowtree.store.treeindex_sqlite import (
     tree_head,
     unembedded,
     vectors,
-    vectors_by_hash,
     write_state,
 )
 
@@ -56,24 +60,37 @@ POSTINGS = Postings("tree_index_terms", "tree_index_df", "tree_index_stats", "tr
 
 
 # -- writing entries: their postings and the statistics with them ---------------------------------
-def insert_entries(conn: Any, rows: Sequence[tuple]) -> None:
+ENTRY_INSERT = ("rid", "tree", "id", "node", "parent", "leaf", "ord", "hash", "body_hash", "text", "context",
+                "cite_json", "src", "toklen")
+
+
+def insert_entries(conn: Any, rows: Iterable[tuple]) -> None:
     """(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src) as new
-    entries, with their postings; the per-tree statistics follow."""
-    if not rows:
-        return
-    counted = count_terms([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in rows])
-    conn.executemany(
-        "INSERT INTO tree_index(tree, id, node, parent, leaf, ord, hash, body_hash, text, context,"
-        " cite_json, src, toklen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*r, length) for r, (_, length) in zip(rows, counted, strict=True)],
-    )
-    tree = rows[0][0]
-    rid: dict[str, int] = {}
-    for part, marks in in_batches([r[1] for r in rows], 500):
-        rid.update(
-            conn.execute(f"SELECT id, rid FROM tree_index WHERE tree = ? AND id IN ({marks})", (tree, *part))
+    entries of one tree, with their postings; the per-tree statistics follow. Streamed: each batch
+    of `pgbulk.BATCH` rows is cut into terms and COPYed (rows, then postings) before the next is read,
+    its row ids taken from the table's identity beforehand, in the rows' order (FTS5's ties: stored
+    order)."""
+    tree = None
+    docs: Counter[str] = Counter()
+    entries = tokens = 0
+    for part in batches(rows):
+        tree = part[0][0]
+        cut, lengths = cut_postings([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in part])
+        rids = sorted(
+            r[0]
+            for r in conn.execute(
+                "SELECT nextval(pg_get_serial_sequence('tree_index', 'rid')) FROM generate_series(1, ?)",
+                (len(part),),
+            ).fetchall()
         )
-    add_postings(conn, POSTINGS, tree, [rid[r[1]] for r in rows], counted)
+        conn.copy_rows(
+            "tree_index", ENTRY_INSERT, ((rid, *r, n) for rid, r, n in zip(rids, part, lengths, strict=True))
+        )
+        docs.update(copy_cut_postings(conn, POSTINGS, tree, rids, cut, lengths))
+        tokens += sum(lengths)
+        entries += len(part)
+    if tree is not None:
+        add_counts(conn, POSTINGS, tree, docs, entries, tokens)
 
 
 def delete_entries(conn: Any, rids: Sequence[int], chunk: int = 500) -> None:
@@ -106,7 +123,8 @@ def rebuild_postings(conn: Any, tree: str, batch: int = 2000) -> None:
 
 
 def drop_tree(conn: Any, tree: str) -> None:
-    """Forget a tree's index (its tree is gone)."""
+    """Forget a tree's index (its tree is gone), its own HNSW indexes with it."""
+    pgbulk.drop_ann_indexes(conn, tree)
     drop_postings(conn, POSTINGS, tree)
     for table in ("tree_index", "tree_index_vec"):
         conn.execute(f"DELETE FROM {table} WHERE tree = ?", (tree,))
@@ -151,15 +169,70 @@ def term_docs(conn: Any, tree: str, terms: Sequence[str]) -> tuple[dict[str, int
 
 # -- vectors ----------------------------------------------------------------------------------------
 def put_vectors(conn: Any, rows: Iterable[tuple[str, str, str, str, bytes]]) -> None:
-    """(tree, id, embedder, hash, vec): stored (bytes, and as a pgvector value), replacing an older one."""
-    import numpy as np
-
-    conn.executemany(
-        "INSERT INTO tree_index_vec(tree, id, embedder, hash, vec, emb) VALUES (?, ?, ?, ?, ?, ?::vector)"
-        " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec,"
-        " emb = excluded.emb",
-        [(*r, "[" + ",".join(map(repr, np.frombuffer(r[4], dtype=np.float32).tolist())) + "]") for r in rows],
+    """(tree, id, embedder, hash, vec): stored (bytes, and as a pgvector value), replacing an older
+    one; streamed in batches through a staging table, the vectors in COPY's binary format."""
+    staged_upsert_binary(
+        conn,
+        "tree_index_vec",
+        ("tree", "id", "embedder", "hash", "vec", "emb"),
+        vector_tuples(rows),
+        "ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec, emb = excluded.emb",
     )
+
+
+def vectors_by_hash(conn: Any, tree: str, embedder: str, hashes: Sequence[str]) -> list[tuple[str, bytes]]:
+    """(hash, vec) of stored vectors by `embedder` of these texts (a text is never embedded twice):
+    one join with the hashes as an array (no hash column index: the tree's vectors are read once,
+    not once per 500 hashes)."""
+    if not hashes:
+        return []
+    return [
+        (h, bytes(v))
+        for h, v in conn.execute(
+            "SELECT v.hash, v.vec FROM tree_index_vec v JOIN unnest(?::text[]) AS q(hash) ON v.hash = q.hash"
+            " WHERE v.tree = ? AND v.embedder = ?",
+            (list(hashes), tree, embedder),
+        ).fetchall()
+    ]
+
+
+def drop_orphan_vectors(conn: Any, tree: str, embedder: str | None = None) -> None:
+    """Vectors whose entries are gone (kept only for reuse by text), of one embedder or of all: an
+    anti-join (SQLite's `NOT IN (subquery)` is, here, a hashed subplan only while the tree's ids fit
+    in `work_mem`, and past that a scan of every id for every vector: quadratic in the tree)."""
+    which = "" if embedder is None else " AND v.embedder = ?"
+    conn.execute(
+        f"DELETE FROM tree_index_vec v WHERE v.tree = ?{which} AND NOT EXISTS"
+        " (SELECT 1 FROM tree_index t WHERE t.tree = v.tree AND t.id = v.id)",
+        (tree, *(() if embedder is None else (embedder,))),
+    )
+
+
+def iter_node_rows(conn: Any, tree: str, batch: int = 2000) -> Iterator[tuple]:
+    """`node_rows`, streamed by a server-side cursor (no result of every row held at once)."""
+    with conn.raw.cursor(name="kt_node_rows") as cur:
+        cur.itersize = batch
+        cur.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = %s", (tree,))
+        yield from cur
+
+
+def will_build_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> None:
+    """Called before a save that may build `tree`'s HNSW index writes any vector: when it has none yet,
+    index builds are held off for the rest of the transaction (`pgbulk.hold_ann_builds`)."""
+    if dim in ANN_DIMS and not pgbulk.has_ann_index(conn, tree, embedder, dim):
+        pgbulk.hold_ann_builds(conn)
+
+
+def ensure_ann_index(conn: Any, tree: str, embedder: str, dim: int) -> bool:
+    """Give `tree` its own HNSW index over its vectors by `embedder` (`pgbulk.ensure_ann_index`),
+    built once its vectors are written; True when built now. A size without an index (`ANN_DIMS`):
+    nothing (the exact path)."""
+    if dim not in ANN_DIMS:
+        return False
+    count = conn.execute(
+        "SELECT COUNT(*) FROM tree_index_vec WHERE tree = ? AND embedder = ?", (tree, embedder)
+    ).fetchone()[0]
+    return pgbulk.ensure_ann_index(conn, tree, embedder, dim, int(count))
 
 
 #: the dimensions with an HNSW index over `tree_index_vec.emb` (migration: branch scale2); a vector of
@@ -172,15 +245,20 @@ def _vector(query: Any) -> str:
     return "[" + ",".join(map(repr, [float(x) for x in query])) + "]"
 
 
-def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tuple[str, float]]:
+def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tuple[str, float]] | None:
     """(id, cosine) of `tree`'s `k` entries nearest `query` (unit vectors: cosine = inner product) by
-    the HNSW index of their dimension, vectors of the entries' current text only. `hnsw.ef_search`
-    follows k; `hnsw.iterative_scan = relaxed_order` goes on scanning the graph while the tree filter
-    (and the current-text join) leave fewer than k rows, so another tree's vectors cannot starve the
-    result (up to `hnsw.max_scan_tuples`, 20,000 by default). Not ordered: the caller sorts."""
+    the tree's own HNSW index (`ensure_ann_index`; None when it has none: the caller scores exactly),
+    vectors of the entries' current text only. `hnsw.ef_search` follows k; `hnsw.iterative_scan =
+    relaxed_order` goes on scanning the graph while the current-text join leaves fewer than k rows
+    (up to `hnsw.max_scan_tuples`, 20,000 by default). The query repeats the index's predicate (the
+    tree and embedder as literals: a bound parameter cannot prove a partial index's predicate), so
+    no other tree's vectors are in its graph. Not ordered: the caller sorts."""
     dim = len(query)
     if dim not in ANN_DIMS:
         raise ValueError(f"no HNSW index for {dim}-dimensional vectors")
+    if not pgbulk.has_ann_index(conn, tree, embedder, dim):
+        return None
+    where = pgbulk.ann_predicate(conn, tree, embedder, dim, "v")
     # in a savepoint rolled back after the read: its settings (SET LOCAL) end with it, so the
     # question's other reads, in the same transaction (`TreeIndex.in_one_read`), plan as usual
     with conn.raw.transaction(force_rollback=True):
@@ -195,9 +273,8 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
         rows = conn.execute(
             f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
             " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
-            f" WHERE v.tree = ? AND v.embedder = ? AND vector_dims(v.emb) = {dim}"
-            f" ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
-            (_vector(query), tree, embedder, _vector(query), int(k)),
+            f" WHERE {where} ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
+            (_vector(query), _vector(query), int(k)),
         ).fetchall()
     return [(str(i), float(c)) for i, c in rows]
 
@@ -237,10 +314,12 @@ __all__ = [
     "drop_orphan_vectors",
     "drop_tree",
     "drop_vectors",
+    "ensure_ann_index",
     "entry_rows",
     "fts_tokens",
     "indexed",
     "insert_entries",
+    "iter_node_rows",
     "lexical",
     "lexical_top",
     "links",
@@ -260,5 +339,6 @@ __all__ = [
     "vector_sample",
     "vectors",
     "vectors_by_hash",
+    "will_build_ann_index",
     "write_state",
 ]

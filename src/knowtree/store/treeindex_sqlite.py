@@ -9,7 +9,7 @@ caller's transaction). Rows come back as tuples in the order each docstring name
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from knowtree.errors import StoreError
 from knowtree.store.fts_terms import create_term_lookup
@@ -43,6 +43,11 @@ def tree_head(conn: sqlite3.Connection, tree: str) -> tuple[str | None, str] | N
 def node_rows(conn: sqlite3.Connection, tree: str) -> list[tuple]:
     """Every node row of a tree (`store.rows.NODE_COLUMNS`)."""
     return conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,)).fetchall()
+
+
+def iter_node_rows(conn: sqlite3.Connection, tree: str) -> Iterator[tuple]:
+    """`node_rows`, one at a time (the cursor streams them)."""
+    yield from conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ?", (tree,))
 
 
 # -- the index's state ------------------------------------------------------------------------------
@@ -282,6 +287,15 @@ def put_vectors(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, st
         " ON CONFLICT (tree, embedder, id) DO UPDATE SET hash = excluded.hash, vec = excluded.vec",
         list(rows),
     )
+
+
+def will_build_ann_index(conn: sqlite3.Connection, tree: str, embedder: str, dim: int) -> None:
+    """Nothing: SQLite builds no approximate index (and has one writer at a time)."""
+
+
+def ensure_ann_index(conn: sqlite3.Connection, tree: str, embedder: str, dim: int) -> bool:
+    """Nothing: SQLite's vectors are scored exactly (`ANN_DIMS` is empty); PostgreSQL builds a tree's HNSW."""
+    return False
 
 
 def drop_vectors(conn: sqlite3.Connection, tree: str, ids: Iterable[str]) -> None:

@@ -108,7 +108,7 @@ def _shared_phase(args: Any, index: Any, embedder: Any, questions: list[str], ex
 
 def _shared_top(conn: object, tree: str, embedder: object, query: object, k: int) -> list[tuple[str, float]]:
     """main's query (1b105f3 `treeindex_pg.ann_top`) on the shared per-size index."""
-    from knowtree.store.treeindex_pg import EF_MIN, _vector
+    from knowtree.store.treeindex_pg import EF_MIN, vector_literal
 
     dim = embedder.dim  # type: ignore[attr-defined]
     conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, int(k)))}")  # type: ignore[attr-defined]
@@ -119,7 +119,7 @@ def _shared_top(conn: object, tree: str, embedder: object, query: object, k: int
         " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
         f" WHERE v.tree = ? AND v.embedder = ? AND vector_dims(v.emb) = {dim}"
         f" ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
-        (_vector(query), tree, embedder.id, _vector(query), int(k)),  # type: ignore[attr-defined]
+        (vector_literal(query), tree, embedder.id, vector_literal(query), int(k)),  # type: ignore[attr-defined]
     ).fetchall()
 
 

@@ -241,7 +241,7 @@ ANN_DIMS: tuple[int, ...] = (256, 384, 512, 768, 1024, 1536)
 EF_MIN = 64  # hnsw.ef_search at the least (pgvector's default: 40); k when larger, up to its 1,000
 
 
-def _vector(query: Any) -> str:
+def vector_literal(query: Any) -> str:
     return "[" + ",".join(map(repr, [float(x) for x in query])) + "]"
 
 
@@ -274,7 +274,7 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
             f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
             " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
             f" WHERE {where} ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
-            (_vector(query), _vector(query), int(k)),
+            (vector_literal(query), vector_literal(query), int(k)),
         ).fetchall()
     return [(str(i), float(c)) for i, c in rows]
 
@@ -286,7 +286,7 @@ def cosines(conn: Any, tree: str, embedder: str, query: Any, ids: Sequence[str])
         out += conn.execute(
             "SELECT v.id, -(v.emb <#> ?::vector) FROM tree_index_vec v JOIN tree_index t ON t.tree = v.tree"
             f" AND t.id = v.id AND t.body_hash = v.hash WHERE v.tree = ? AND v.embedder = ? AND v.id IN ({marks})",
-            (_vector(query), tree, embedder, *part),
+            (vector_literal(query), tree, embedder, *part),
         ).fetchall()
     return [(str(i), float(c)) for i, c in out]
 

@@ -294,14 +294,11 @@ def build_chunked(
     s = kt.settings
 
     def make(client: LLMClient) -> BuildResult:
-        summarize = s.summaries != "none"  # --summaries none: the zero-call tree
-        fanout, cluster = None, None
-        if s.executor == "ray" and summarize:  # the model calls as Ray tasks; the plan and the tree here
-            from knowtree.distributed import Cluster, RayFanout
+        from knowtree.distributed import fanout_for
 
-            cluster = Cluster.join(s.ray_address)
-            fanout = RayFanout(client, s, cluster)
-        try:
+        summarize = s.summaries != "none"  # --summaries none: the zero-call tree
+        # with executor ray: the model calls as Ray tasks; the plan and the tree here
+        with fanout_for(client, s, wanted=summarize) as fanout:
             return build_tree(
                 documents,
                 client,
@@ -313,9 +310,6 @@ def build_chunked(
                 summarize=summarize,
                 fanout=fanout,
             )
-        finally:
-            if cluster is not None:
-                cluster.leave()
 
     def settings() -> dict[str, object]:
         kept = {"chunk_size", "chunk_overlap", "max_children", "taxonomy", "summaries"}

@@ -31,6 +31,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,3 +214,17 @@ class RayFanout:
     def branches(self, items: Sequence[tuple[str, list[NodeMeta]]]) -> Iterator[Result]:
         return self._gather([self._branches.remote(self.settings, self.run_id, b) for b in self.cluster.batches(items)])
 
+
+@contextmanager
+def fanout_for(client: LLMClient, settings: Settings, *, wanted: bool = True) -> Iterator[RayFanout | None]:
+    """While the block runs: a `RayFanout` for `client` on the cluster the settings name
+    (`executor: ray`, `ray_address`), left when the block ends; None when the settings say local or
+    the caller has no calls to send (`wanted` false)."""
+    if settings.executor != "ray" or not wanted:
+        yield None
+        return
+    cluster = Cluster.join(settings.ray_address)
+    try:
+        yield RayFanout(client, settings, cluster)
+    finally:
+        cluster.leave()

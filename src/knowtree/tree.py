@@ -338,14 +338,11 @@ class Tree:
 
             done = Enriched()
             if root_id is not None and root_id in nodes:  # else an empty memory: nothing to enrich
-                s = self.kt.settings
-                fanout, cluster = None, None
-                if s.executor == "ray":  # each level's calls as Ray tasks; the metadata stored here
-                    from knowtree.distributed import Cluster, RayFanout
+                from knowtree.distributed import fanout_for
 
-                    cluster = Cluster.join(s.ray_address)
-                    fanout = RayFanout(run.client, s, cluster)
-                try:
+                s = self.kt.settings
+                # with executor ray: each level's calls as Ray tasks; the metadata stored here
+                with fanout_for(run.client, s) as fanout:
                     done = enrich_tree(
                         list(nodes.values()),
                         root_id,
@@ -358,9 +355,6 @@ class Tree:
                         progress=progress,
                         fanout=fanout,
                     )
-                finally:
-                    if cluster is not None:
-                        cluster.leave()
             usage = run.client.usage.model_copy()
         sync = TreeIndex(store, name).last_sync if done.metas else None  # only what changed
         self._info = None  # counted again when asked

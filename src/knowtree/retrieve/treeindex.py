@@ -273,10 +273,7 @@ class TreeIndex:
 
     def _vector_file(self) -> str | None:
         """The SQLite file the vectors' cache file goes beside (None: a database in memory, or not a file)."""
-        path = getattr(self.store, "path", "")
-        if getattr(self.store, "dialect", "sqlite") != "sqlite" or not path or path == ":memory:":
-            return None
-        return str(path)
+        return vecfile.database_file(self.store)
 
     def dense_top(
         self, question: str, embedder: Embedder, k: int

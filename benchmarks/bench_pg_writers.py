@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,52 +68,58 @@ def builder(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def chatter(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
-    """Add two messages at a time to the shared memory until the time is up; log each add."""
-    from knowtree.core import KnowTree
-
-    kt = KnowTree(url, model="keyword", read_env=False, summaries="none")
+def _chat(ident: int, seconds: float, log: Path, tag: str, add: Callable[[list[dict[str, str]], str], str]) -> None:
+    """Two messages at a time until the time is up, each add logged; `add(messages, key)` stores them
+    and returns its error ("" when stored)."""
     deadline = time.monotonic() + seconds
     i = 0
     with log.open("a", encoding="utf-8") as out:
         while time.monotonic() < deadline:
             texts = [f"run {tag} chatter {ident} message {i} asks about harbour {i}", f"run {tag} chatter {ident} message {i + 1} answers"]
             started = time.monotonic()
-            try:
-                kt.memory(MEMORY).add([{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}])
-                error = ""
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
+            error = add([{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}],
+                        f"{tag}-{ident}-{i}")  # fmt: skip
             out.write(json.dumps({
                 "kind": "chat", "texts": texts, "ok": not error, "seconds": time.monotonic() - started, "error": error,
             }) + "\n")  # fmt: skip
             out.flush()
             i += 2
-    kt.store.close()
+
+
+def chatter(url: str, ident: int, seconds: float, log: Path, tag: str) -> None:
+    """Add two messages at a time to the shared memory through the library until the time is up."""
+    from knowtree.core import KnowTree
+
+    kt = KnowTree(url, model="keyword", read_env=False, summaries="none")
+
+    def add(messages: list[dict[str, str]], _key: str) -> str:
+        try:
+            kt.memory(MEMORY).add(messages)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"[:500]
+        return ""
+
+    try:
+        _chat(ident, seconds, log, tag, add)
+    finally:
+        kt.store.close()
 
 
 def http_chatter(base: str, ident: int, seconds: float, log: Path, tag: str) -> None:
     """`chatter` through a server: two messages per POST, each with an idempotency key."""
     import httpx
 
-    deadline = time.monotonic() + seconds
-    i = 0
-    with log.open("a", encoding="utf-8") as out, httpx.Client(base_url=base, timeout=120) as client:
-        while time.monotonic() < deadline:
-            texts = [f"run {tag} chatter {ident} message {i} asks about harbour {i}", f"run {tag} chatter {ident} message {i + 1} answers"]
-            started = time.monotonic()
+    with httpx.Client(base_url=base, timeout=120) as client:
+
+        def add(messages: list[dict[str, str]], key: str) -> str:
             try:
-                r = client.post(f"/v1/memories/{MEMORY}/messages", json={
-                    "messages": [{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}],
-                }, headers={"Idempotency-Key": f"{tag}-{ident}-{i}"})  # fmt: skip
-                error = "" if r.status_code in (200, 201) else f"HTTP {r.status_code}: {r.text[:400]}"
+                r = client.post(f"/v1/memories/{MEMORY}/messages", json={"messages": messages},
+                                headers={"Idempotency-Key": key})  # fmt: skip
             except httpx.HTTPError as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
-            out.write(json.dumps({
-                "kind": "chat", "texts": texts, "ok": not error, "seconds": time.monotonic() - started, "error": error,
-            }) + "\n")  # fmt: skip
-            out.flush()
-            i += 2
+                return f"{type(exc).__name__}: {exc}"[:500]
+            return "" if r.status_code in (200, 201) else f"HTTP {r.status_code}: {r.text[:400]}"
+
+        _chat(ident, seconds, log, tag, add)
 
 
 def start_servers(url: str, count: int, env: dict[str, str], logs: Path) -> tuple[list[subprocess.Popen[bytes]], list[str]]:

@@ -63,13 +63,18 @@ def _corpus(root: Path, docs: int = 24) -> Path:
     return corpus
 
 
-def _build(root: Path, db: str, tree: str, *extra: str, model: str = "slow:0.02") -> subprocess.Popen[bytes]:
-    log = open(root / f"{tree}.log", "ab")  # noqa: SIM115
+def _cli(root: Path, log_name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`knowtree ARGS` of this checkout in `root`, its output appended to root/LOG_NAME."""
+    log = open(root / log_name, "ab")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "build", str(root / "corpus"),
-         "--tree", tree, "--yes", "--db", str(root / db), "--model", model, "--quiet", *extra],
-        env=_env(), stdout=log, stderr=log, cwd=root,
+        [sys.executable, "-c", "from knowtree.cli.app import main; main()", *args],
+        env=env or _env(), stdout=log, stderr=log, cwd=root,
     )
+
+
+def _build(root: Path, db: str, tree: str, *extra: str, model: str = "slow:0.02") -> subprocess.Popen[bytes]:
+    return _cli(root, f"{tree}.log", "build", str(root / "corpus"), "--tree", tree, "--yes", "--db", str(root / db),
+                "--model", model, "--quiet", *extra)
 
 
 def _finished(proc: subprocess.Popen[bytes], root: Path, tree: str, timeout: float = 300) -> None:
@@ -174,12 +179,8 @@ def test_pdfs_read_by_ray_tasks_make_the_one_process_tree(tmp_path: Path, cluste
 
 
 def _enrich(root: Path, db: str, tree: str, *extra: str) -> subprocess.Popen[bytes]:
-    log = open(root / f"{tree}.log", "ab")  # noqa: SIM115
-    return subprocess.Popen(
-        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "enrich", tree, "--yes", "--db",
-         str(root / db), "--model", "slow:0.02", "--quiet", *extra],
-        env=_env(), stdout=log, stderr=log, cwd=root,
-    )
+    return _cli(root, f"{tree}.log", "enrich", tree, "--yes", "--db", str(root / db), "--model", "slow:0.02", "--quiet",
+                *extra)
 
 
 def test_an_enrich_on_ray_makes_the_one_process_metadata(tmp_path: Path, cluster: str) -> None:
@@ -205,11 +206,8 @@ def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_p
     port = free_port()
     api = serve_cli(tmp_path, port, "--no-worker", model="slow:0.02")
     env = {**_env(), "KNOWTREE_EXECUTOR": "ray", "KNOWTREE_RAY_ADDRESS": cluster}
-    log = open(tmp_path / "worker.log", "ab")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [sys.executable, "-c", "from knowtree.cli.app import main; main()", "worker", "--db", str(tmp_path / "kb.db"),
-         "--model", "slow:0.02", "--poll", "0.1"], env=env, stdout=log, stderr=log, cwd=tmp_path,
-    )
+    worker = _cli(tmp_path, "worker.log", "worker", "--db", str(tmp_path / "kb.db"), "--model", "slow:0.02", "--poll",
+                  "0.1", env=env)
     base, seen, state = f"http://127.0.0.1:{port}", False, ""
     try:
         job = httpx.post(f"{base}/v1/trees/two/build", json={"paths": [str(tmp_path / "corpus")]}).json()

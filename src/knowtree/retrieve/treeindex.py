@@ -271,6 +271,18 @@ class TreeIndex:
         self._matrix = (embedder.id, ids, {i: n for n, i in enumerate(ids)}, mat)
         return ids, self._matrix[2], mat
 
+    def keep_vectors_file(self, embedder: Embedder | None = None) -> bool:
+        """Write the vectors file beside an SQLite database now (`vecfile`: what `matrix` maps), from
+        the vectors the save wrote with the entries (`embedder`: the write embedder by default), so
+        the first question of the next process maps it instead of reading every vector's row (2.5 to
+        6.6 s at 10^5 entries). False where no file is kept: PostgreSQL, a database in memory, an
+        empty index, no embedding extra."""
+        embedder = embedder or write_embedder(WRITE_EMBEDDER)
+        if embedder is None or self._vector_file() is None or not self.entries:
+            return False
+        self.matrix(embedder)
+        return True
+
     def _vector_file(self) -> str | None:
         """The SQLite file the vectors' cache file goes beside (None: a database in memory, or not a file)."""
         return vecfile.database_file(self.store)

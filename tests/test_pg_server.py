@@ -80,3 +80,27 @@ def test_db_start_sizes_a_new_server_for_the_machine_and_keeps_the_users_own_val
         if (directory / "postmaster.pid").exists():
             pgserver.stop(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_server_that_refuses_the_tuned_shared_buffers_starts_with_postgresqls_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = pgserver.tuned_settings
+    monkeypatch.setattr(pgserver, "tuned_settings", lambda memory: {**real(memory), "shared_buffers": "4000000MB"})
+    directory = Path(tempfile.mkdtemp(prefix="kt-dbbig-"))
+    said: list[str] = []
+    try:
+        url = pgserver.start(directory, say=said.append)  # ~4 TB of shared memory: not on this machine
+        assert any("back to 128MB" in line for line in said), said
+        store = PostgresStore(url)
+        assert store.query("SELECT current_setting('shared_buffers')")[0][0] == "128MB"
+        assert store.query("SELECT current_setting('work_mem')")[0][0] == "32MB"  # the others stay
+        store.close()
+        pgserver.stop(directory)
+        said.clear()
+        pgserver.start(directory, say=said.append)  # the directory's choice now: not tried again
+        assert not any("restarting" in line for line in said), said
+    finally:
+        if (directory / "postmaster.pid").exists():
+            pgserver.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -136,13 +136,42 @@ def _tune(url: str, say: Say) -> bool:
 
 
 def _restart(pgdata: Path, say: Say) -> None:
-    """Restart the server this call started (with the options it was started with), to apply settings."""
+    """Restart the server this call started (with the options it was started with), to apply
+    settings. A server that does not come back (a machine that refuses that much shared memory) is
+    started again with PostgreSQL's own shared_buffers, written as this directory's setting."""
     say("restarting PostgreSQL to apply them")
     # a log file, as at start: the server keeps the output it is given open (a pipe would never end)
     args = [str(_binary("pg_ctl")), "-D", str(pgdata), "-l", str(pgdata / "log"), "-w", "-m", "fast", "restart"]
     result = _run(args, owner=pgdata)
     if result.returncode != 0:
-        raise StoreError(f"{pgdata}: PostgreSQL did not restart ({(result.stderr or result.stdout).strip()})")
+        say(f"PostgreSQL did not start with shared_buffers={_auto_setting(pgdata, 'shared_buffers')}: back to 128MB")
+        _write_auto_setting(pgdata, "shared_buffers", SHARED_BUFFERS_FALLBACK)
+        result = _run(args, owner=pgdata)  # not running: pg_ctl starts it with the same options
+    if result.returncode != 0:
+        raise StoreError(f"{pgdata}: PostgreSQL did not restart ({(result.stderr or result.stdout).strip()}); see {pgdata / 'log'}")
+
+
+SHARED_BUFFERS_FALLBACK = "128MB"  # PostgreSQL's own
+
+
+def _auto_setting(pgdata: Path, name: str) -> str | None:
+    """The value postgresql.auto.conf (ALTER SYSTEM's file) gives `name`, if any."""
+    for line in (pgdata / "postgresql.auto.conf").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == name:
+            return value.strip().strip("'")
+    return None
+
+
+def _write_auto_setting(pgdata: Path, name: str, value: str) -> None:
+    """Set `name` in postgresql.auto.conf while the server is down (ALTER SYSTEM needs it up), in the
+    file's own `name = 'value'` form; the file keeps its owner."""
+    path = pgdata / "postgresql.auto.conf"
+    lines = [line for line in path.read_text().splitlines() if line.partition("=")[0].strip() != name]
+    stat = path.stat()
+    path.write_text("\n".join([*lines, f"{name} = '{value}'"]) + "\n")
+    if os.geteuid() == 0:
+        os.chown(path, stat.st_uid, stat.st_gid)
 
 
 def stop(directory: str | Path, *, say: Say = _quiet) -> bool:

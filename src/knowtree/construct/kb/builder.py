@@ -16,8 +16,10 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from knowtree.construct.calls import Calls, Here
 from knowtree.construct.kb import chunks as chunking
 from knowtree.construct.kb import cluster, compliance, solutions, subtrees, themes
 from knowtree.ingest.kb_inputs import AttributeConfig, DocSection, RawIssue, Rule
@@ -113,6 +115,12 @@ class KBContext:
     rules: list[Rule]
     options: KBOptions
     progress: Progress | None = None
+    # where the stages' independent calls run (chunk contexts, theme and subtree batches, solutions):
+    # None: here, one after another through `client`; a Ray cluster: `knowtree.distributed.RayFanout`
+    calls: Calls | None = None
+
+    def work(self) -> Calls:
+        return self.calls or Here(self.client)
 
     def step(self, stage: str, done: int, total: int) -> None:
         if self.progress:
@@ -156,7 +164,11 @@ def index_docs(ctx: KBContext, sections: Sequence[DocSection]) -> list[KBChunk]:
     chunks = chunking.chunk_sections(sections)
     if ctx.options.context == "model":
         chunking.contextualize_with_model(
-            chunks, ctx.client, ctx.config.domain, progress=lambda d, t: ctx.step("context", d, t)
+            chunks,
+            ctx.client,
+            ctx.config.domain,
+            progress=lambda d, t: ctx.step("context", d, t),
+            calls=ctx.work(),
         )
     ctx.step("index", 0, len(chunks))
     ctx.indexes.add("chunks", chunking.chunk_passages(chunks))
@@ -247,6 +259,7 @@ def theme_clusters(
         [t.name for t in found],
         [reps[i] for i in asked],
         progress=lambda d, t: ctx.step("themes", d, t),
+        calls=ctx.work(),
     )
     theme_of = {i: found[p].id for i, p in zip(asked, picks, strict=True)}
     rest = [i for i in range(len(seeds)) if i not in theme_of]
@@ -271,6 +284,7 @@ def expand(ctx: KBContext, seeds: Sequence[subtrees.Seed]) -> tuple[list[KBIssue
         batch=ctx.options.subtree_batch,
         min_size=ctx.options.min_expand,
         progress=lambda d, t: ctx.step("subtrees", d, t),
+        calls=ctx.work(),
     )
 
 
@@ -363,8 +377,14 @@ def solve_one(ctx: KBContext, issue: KBIssue, chunks: dict[str, KBChunk]) -> KBI
 
 
 def solve_all(ctx: KBContext, issues: Sequence[KBIssue], chunks: dict[str, KBChunk]) -> int:
-    for n, issue in enumerate(issues, start=1):
-        solve_one(ctx, issue, chunks)
+    """Every issue's solution (`compliance.solve` on the chunks retrieved for it here), each stored
+    as it arrives; the issues' calls are independent (`ctx.calls`)."""
+    items = [(issue, solutions.retrieve_chunks(ctx.indexes, chunks, issue)) for issue in issues]
+    made = ctx.work().map(partial(compliance.solve_item, ctx.config.domain, ctx.rules), items)
+    for n, (i, (solution, status, report)) in enumerate(made, start=1):
+        issue = issues[i]
+        ctx.rows.save_solution(issue.id, solution, status, report)
+        issue.solution, issue.status, issue.compliance = solution, status, report
         ctx.step("solutions", n, len(issues))
     return len(issues)
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import knowtree
-from knowtree import distributed
 from kb_helpers import OPTIONS, kb_content, write_kb_inputs
+from knowtree import distributed
 
 STAGES = {"context_sentences", "assign_batch", "expand_batch", "solve_item"}
 

@@ -42,8 +42,8 @@ text = "Only describe what the manual says."
 OPTIONS = {"context": "model", "theme_assign": "model", "solutions": "eager", "threshold": 0.8}
 
 
-def cli_options() -> list[str]:
-    return ["--context", "model", "--themes", "model", "--solutions", "eager", "--threshold", "0.8"]
+def cli_options(themes: str = "model") -> list[str]:
+    return ["--context", "model", "--themes", themes, "--solutions", "eager", "--threshold", "0.8"]
 
 
 def write_kb_inputs(root: Path, devices: int = len(DEVICES)) -> dict[str, str]:

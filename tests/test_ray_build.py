@@ -204,32 +204,41 @@ def test_an_enrich_on_ray_makes_the_one_process_metadata(tmp_path: Path, cluster
     assert ledger["repeated"] == [] and ledger["made"] == _ledger(tmp_path, "one.db")["made"] > 0
 
 
-def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
-    """`KNOWTREE_EXECUTOR=ray knowtree worker`: a build job queued by a replica makes its model calls as
-    Ray tasks (seen running), and the tree is the one a one-process CLI build makes."""
+def _job_on_a_ray_worker(root: Path, cluster: str, route: str, body: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """A job queued by a replica (`POST route` with `body`, on root/kb.db) and run by `KNOWTREE_EXECUTOR=ray
+    knowtree worker`: whether a Ray task of one of `names` was seen running. Asserts the job is done."""
     import httpx
 
-    _corpus(tmp_path, docs=12)
-    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
     port = free_port()
-    api = serve_cli(tmp_path, port, "--no-worker", model="slow:0.02")
+    api = serve_cli(root, port, "--no-worker", model="slow:0.02")
     env = {**_env(), "KNOWTREE_EXECUTOR": "ray", "KNOWTREE_RAY_ADDRESS": cluster}
-    worker = _cli(tmp_path, "worker.log", "worker", "--db", str(tmp_path / "kb.db"), "--model", "slow:0.02", "--poll",
+    worker = _cli(root, "worker.log", "worker", "--db", str(root / "kb.db"), "--model", "slow:0.02", "--poll",
                   "0.1", env=env)
     base, seen, state = f"http://127.0.0.1:{port}", False, ""
     try:
-        job = httpx.post(f"{base}/v1/trees/two/build", json={"paths": [str(tmp_path / "corpus")]}).json()
+        job = httpx.post(f"{base}{route}", json=body).json()
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            seen = seen or bool(_task_processes())
+            seen = seen or bool(_task_processes(names))
             state = httpx.get(f"{base}/v1/jobs/{job['id']}", timeout=10).json()["state"]
             if state in ("done", "failed", "cancelled"):
                 break
             time.sleep(0.05)
     finally:
         stop(api, worker)
-    assert state == "done", (tmp_path / "worker.log").read_text()[-2000:]
-    assert seen, "no Ray task process ran the job's model calls"
+    assert state == "done", (root / "worker.log").read_text()[-2000:]
+    return seen
+
+
+def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
+    """`KNOWTREE_EXECUTOR=ray knowtree worker`: a build job queued by a replica makes its model calls as
+    Ray tasks (seen running), and the tree is the one a one-process CLI build makes."""
+    _corpus(tmp_path, docs=12)
+    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
+    body = {"paths": [str(tmp_path / "corpus")]}
+    assert _job_on_a_ray_worker(tmp_path, cluster, "/v1/trees/two/build", body, TREE_TASKS), (
+        "no Ray task process ran the job's model calls"
+    )
     one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "kb.db", "two")
     assert one[0] == two[0] and one[1] == two[1]
 
@@ -249,12 +258,12 @@ def test_budget_caps_hold_for_the_whole_cluster(tmp_path: Path, cluster: str) ->
     assert _ledger(tmp_path, "two.db")["repeated"] == []
 
 
-def _kb_build(root: Path, name: str, *extra: str, model: str = "slow:0.02") -> subprocess.Popen[bytes]:
+def _kb_build(root: Path, name: str, *extra: str, model: str = "slow:0.02", themes: str = "model") -> subprocess.Popen[bytes]:
     """`knowtree kb build` of the synthetic audio KB (every stage makes calls) into root/NAME.db."""
     files = write_kb_inputs(root)
     return _cli(root, f"{name}.log", "kb", "build", "audio", "--issues", files["issues"], "--docs", files["docs"],
                 "--attributes", files["attributes"], "--rules", files["rules"], "--embedder", "hash",
-                "--db", str(root / f"{name}.db"), "--model", model, "--quiet", *cli_options(), *extra)
+                "--db", str(root / f"{name}.db"), "--model", model, "--quiet", *cli_options(themes), *extra)
 
 
 def _kb(root: Path, name: str) -> dict[str, list[Any]]:
@@ -315,3 +324,17 @@ def test_an_interrupted_kb_build_on_ray_reruns_without_repeating_a_call(tmp_path
     after = _made(tmp_path, "two")
     assert {k: after[k] for k in before} == before  # every finished call came from the cache
     assert _kb(tmp_path, "one") == _kb(tmp_path, "two")
+
+
+def test_a_worker_with_the_ray_executor_runs_a_server_kb_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
+    """A `kb-build` job claimed by `KNOWTREE_EXECUTOR=ray knowtree worker` sends its stages' calls out as Ray
+    tasks (seen running), and the KB is the one a one-process `knowtree kb build` makes."""
+    files = write_kb_inputs(tmp_path)
+    _finished(_kb_build(tmp_path, "one", themes="similarity"), tmp_path, "one")  # the server's default
+    body = {**files, "docs": [files["docs"]], "solutions": "eager", "context": "model", "threshold": 0.8,
+            "embedder": "hash"}
+    assert _job_on_a_ray_worker(tmp_path, cluster, "/v1/kbs/audio/build", body, KB_TASKS), (
+        "no Ray task process ran the job's model calls"
+    )
+    one, two = _kb(tmp_path, "one"), _kb(tmp_path, "kb")
+    assert one["issues"] and all(status != "pending" for *_, status, _ in one["issues"]) and one == two

@@ -17,10 +17,16 @@ again, its finished calls are cache hits too. Progress is the driver's one bar f
 Reading and parsing the files (PDF text extraction is CPU-bound) runs as Ray tasks too
 (`Cluster.mapper`, through `ingest.problems.load_each`); the files must be at the same paths on every
 node. `knowtree enrich --executor ray` sends each level's calls through the same `RayFanout`
-(`construct.enrich.enrich_tree(fanout=…)`). Left in the driver (not yet Ray tasks): chunking (string
-slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with `--summaries none` it
-makes none), the KB build and a memory's add. A `knowtree worker` whose settings say `executor: ray`
-(`KNOWTREE_EXECUTOR=ray`) runs its build and enrich jobs through this module like the CLI does.
+(`construct.enrich.enrich_tree(fanout=…)`), and `knowtree kb build|add --executor ray` each KB stage's
+independent calls (`RayFanout.map`, the `construct.calls.Calls` of `construct.kb.builder.KBContext`):
+the chunk contexts (a document each), theme and subtree batches, and solutions with their compliance
+checks (an issue each, its passages retrieved in the driver); every task runs `model_calls`, named
+after its stage's function on the cluster (`ray::solve_item`). Left in the driver (not yet Ray tasks):
+chunking (string slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with
+`--summaries none` it makes none), the KB's features, clustering, theme names, indexes and writes (it
+stores each solution as it arrives), and a memory's add. A `knowtree worker` whose settings say
+`executor: ray` (`KNOWTREE_EXECUTOR=ray`) runs its build, enrich and KB jobs through this module like
+the CLI does.
 """
 
 from __future__ import annotations

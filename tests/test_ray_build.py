@@ -308,7 +308,8 @@ def test_an_interrupted_kb_build_on_ray_reruns_without_repeating_a_call(tmp_path
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and build.poll() is None:
-            if (tmp_path / "two.db").exists() and sum(_made(tmp_path, "two").values()) >= 12:
+            # tasks running: the driver has made the database (opening it while it does races its migration)
+            if _task_processes(KB_TASKS) and sum(_made(tmp_path, "two").values()) >= 12:
                 build.send_signal(signal.SIGINT)
                 break
             time.sleep(0.1)

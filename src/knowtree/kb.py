@@ -25,11 +25,10 @@ from knowtree.construct.kb.builder import (
     KBOptions,
     KBReport,
     Progress,
-    add_docs,
-    add_issues,
     build,
     solve_one,
 )
+from knowtree.construct.kb.incremental import add_docs, add_issues
 from knowtree.errors import UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,

@@ -13,7 +13,8 @@ import pytest
 from knowtree.construct.builder import build_tree
 from knowtree.construct.documents import SourcesResult, build_sources, finish_removal, plan_removal
 from knowtree.construct.guards import StoredTree, check_stored
-from knowtree.construct.kb.builder import KBContext, KBOptions, add_issues, build
+from knowtree.construct.kb.builder import KBContext, KBOptions, build
+from knowtree.construct.kb.incremental import add_issues
 from knowtree.construct.structure import StructureOptions
 from knowtree.construct.taxonomy import DEFAULT_TAXONOMY
 from knowtree.errors import InputError, NotFoundError, UserError

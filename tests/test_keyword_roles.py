@@ -141,3 +141,26 @@ def test_an_unknown_reply_is_refused_by_its_fields(properties: list[str], name: 
     with pytest.raises(ValueError, match="KeywordModel knows no role") as err:
         KeywordModel().reply(ask(properties, name))
     assert str(sorted(properties)) in str(err.value)
+
+
+def test_kb_theme_names_do_not_change_with_the_hash_seed() -> None:
+    """The theme names (and so their numbers, which the theme assignment answers with) are the same in
+    every process: a KB built by one process and one built by several (Ray) must agree."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from knowtree.testing.models import KeywordModel\n"
+        "issues = [f'- my {d} phone {f} issue' for d in ('alpha', 'beta', 'gamma') for f in ('red', 'blue', 'green')]\n"
+        "print(KeywordModel()._kb_themes('Issues\\n' + '\\n'.join(issues), None))\n"
+    )
+    src = str(Path(knowtree.__file__).parents[1])
+    said = {
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60,
+            env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": src},
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(said) == 1, said

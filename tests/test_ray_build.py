@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kb_helpers import cli_options, kb_content, write_kb_inputs
 from knowtree.store import SQLiteStore
 from server_helpers import free_port, serve_cli, stop
 
@@ -121,7 +123,13 @@ def test_a_ray_build_makes_the_one_process_tree(tmp_path: Path, cluster: str) ->
     assert ledger["made"] == len(one[0]) and ledger["repeated"] == [] and ledger["duplicated"] == 0
 
 
-def _task_processes() -> list[int]:
+TREE_TASKS = ("leaf_call", "branch_call")  # the task names of a tree build's calls (`RayFanout.map`)
+KB_TASKS = ("context_sentences", "assign_batch", "expand_batch", "solve_item")  # a KB build's
+
+
+def _task_processes(names: tuple[str, ...] = TREE_TASKS) -> list[int]:
+    """The Ray worker processes running a task of one of `names` now."""
+    titles = tuple(f"ray::{name}".encode() for name in names)
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -129,7 +137,7 @@ def _task_processes() -> list[int]:
                 title = (proc / "cmdline").read_bytes().split(b"\0")[0]
             except OSError:
                 continue
-            if title.startswith((b"ray::leaf_calls", b"ray::branch_calls")):
+            if title.startswith(titles):
                 pids.append(int(proc.name))
     return pids
 
@@ -196,32 +204,41 @@ def test_an_enrich_on_ray_makes_the_one_process_metadata(tmp_path: Path, cluster
     assert ledger["repeated"] == [] and ledger["made"] == _ledger(tmp_path, "one.db")["made"] > 0
 
 
-def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
-    """`KNOWTREE_EXECUTOR=ray knowtree worker`: a build job queued by a replica makes its model calls as
-    Ray tasks (seen running), and the tree is the one a one-process CLI build makes."""
+def _job_on_a_ray_worker(root: Path, cluster: str, route: str, body: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """A job queued by a replica (`POST route` with `body`, on root/kb.db) and run by `KNOWTREE_EXECUTOR=ray
+    knowtree worker`: whether a Ray task of one of `names` was seen running. Asserts the job is done."""
     import httpx
 
-    _corpus(tmp_path, docs=12)
-    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
     port = free_port()
-    api = serve_cli(tmp_path, port, "--no-worker", model="slow:0.02")
+    api = serve_cli(root, port, "--no-worker", model="slow:0.02")
     env = {**_env(), "KNOWTREE_EXECUTOR": "ray", "KNOWTREE_RAY_ADDRESS": cluster}
-    worker = _cli(tmp_path, "worker.log", "worker", "--db", str(tmp_path / "kb.db"), "--model", "slow:0.02", "--poll",
+    worker = _cli(root, "worker.log", "worker", "--db", str(root / "kb.db"), "--model", "slow:0.02", "--poll",
                   "0.1", env=env)
     base, seen, state = f"http://127.0.0.1:{port}", False, ""
     try:
-        job = httpx.post(f"{base}/v1/trees/two/build", json={"paths": [str(tmp_path / "corpus")]}).json()
+        job = httpx.post(f"{base}{route}", json=body).json()
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            seen = seen or bool(_task_processes())
+            seen = seen or bool(_task_processes(names))
             state = httpx.get(f"{base}/v1/jobs/{job['id']}", timeout=10).json()["state"]
             if state in ("done", "failed", "cancelled"):
                 break
             time.sleep(0.05)
     finally:
         stop(api, worker)
-    assert state == "done", (tmp_path / "worker.log").read_text()[-2000:]
-    assert seen, "no Ray task process ran the job's model calls"
+    assert state == "done", (root / "worker.log").read_text()[-2000:]
+    return seen
+
+
+def test_a_worker_with_the_ray_executor_runs_a_server_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
+    """`KNOWTREE_EXECUTOR=ray knowtree worker`: a build job queued by a replica makes its model calls as
+    Ray tasks (seen running), and the tree is the one a one-process CLI build makes."""
+    _corpus(tmp_path, docs=12)
+    _finished(_build(tmp_path, "one.db", "one"), tmp_path, "one")
+    body = {"paths": [str(tmp_path / "corpus")]}
+    assert _job_on_a_ray_worker(tmp_path, cluster, "/v1/trees/two/build", body, TREE_TASKS), (
+        "no Ray task process ran the job's model calls"
+    )
     one, two = _tree(tmp_path, "one.db", "one"), _tree(tmp_path, "kb.db", "two")
     assert one[0] == two[0] and one[1] == two[1]
 
@@ -239,3 +256,86 @@ def test_budget_caps_hold_for_the_whole_cluster(tmp_path: Path, cluster: str) ->
     # the rerun (no cap) finishes from where it stopped: the finished calls are cache hits
     _finished(_build(tmp_path, "two.db", "two"), tmp_path, "two")
     assert _ledger(tmp_path, "two.db")["repeated"] == []
+
+
+def _kb_build(root: Path, name: str, *extra: str, model: str = "slow:0.02", themes: str = "model") -> subprocess.Popen[bytes]:
+    """`knowtree kb build` of the synthetic audio KB (every stage makes calls) into root/NAME.db."""
+    files = write_kb_inputs(root)
+    return _cli(root, f"{name}.log", "kb", "build", "audio", "--issues", files["issues"], "--docs", files["docs"],
+                "--attributes", files["attributes"], "--rules", files["rules"], "--embedder", "hash",
+                "--db", str(root / f"{name}.db"), "--model", model, "--quiet", *cli_options(themes), *extra)
+
+
+def _kb(root: Path, name: str) -> dict[str, list[Any]]:
+    store = SQLiteStore(root / f"{name}.db")
+    try:
+        return kb_content(store, "audio")
+    finally:
+        store.close()
+
+
+def _made(root: Path, name: str) -> Counter[str]:
+    """How many times each call was made (not answered by the cache) in root/NAME.db."""
+    store = SQLiteStore(root / f"{name}.db")
+    try:
+        return Counter(k for (k,) in store.query("SELECT key FROM llm_calls WHERE cached = 0 AND error IS NULL"))
+    finally:
+        store.close()
+
+
+def test_a_kb_built_on_ray_is_the_one_process_kb(tmp_path: Path, cluster: str) -> None:
+    _finished(_kb_build(tmp_path, "one"), tmp_path, "one")
+    build = _kb_build(tmp_path, "two", "--executor", "ray", "--ray-address", cluster)
+    seen: set[int] = set()
+    while build.poll() is None:
+        seen.update(_task_processes(KB_TASKS))
+        time.sleep(0.05)
+    _finished(build, tmp_path, "two")
+    assert seen, "no Ray task process made the KB's calls"
+    one, two = _kb(tmp_path, "one"), _kb(tmp_path, "two")
+    assert one["issues"] and one["chunks"] and len(one["clusters"]) > 6
+    assert one == two  # themes, clusters, issues and their links, solutions, chunk texts and contexts
+    # the same calls (two tasks may make one call at once: the cache answers finished calls only)
+    assert set(_made(tmp_path, "one")) == set(_made(tmp_path, "two"))
+
+
+def test_an_interrupted_kb_build_on_ray_reruns_without_repeating_a_call(tmp_path: Path, cluster: str) -> None:
+    """Ctrl-C in the middle of `kb build --executor ray`, then the same command again: it finishes the KB
+    (the one a one-process build makes), and no call finished before the interruption is made again."""
+    _finished(_kb_build(tmp_path, "one"), tmp_path, "one")
+    args = ("--executor", "ray", "--ray-address", cluster)
+    build = _kb_build(tmp_path, "two", *args, model="slow:0.2")
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and build.poll() is None:
+            # tasks running: the driver has made the database (opening it while it does races its migration)
+            if _task_processes(KB_TASKS) and sum(_made(tmp_path, "two").values()) >= 12:
+                build.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.1)
+        assert build.wait(120) == 130, (tmp_path / "two.log").read_text()[-2000:]
+    finally:
+        if build.poll() is None:
+            build.kill()
+    while _task_processes(KB_TASKS) and time.monotonic() < deadline:  # the driver's tasks end with it
+        time.sleep(0.1)
+    before = _made(tmp_path, "two")
+    assert 12 <= sum(before.values()) < sum(_made(tmp_path, "one").values())  # stopped part way
+    _finished(_kb_build(tmp_path, "two", *args), tmp_path, "two")
+    after = _made(tmp_path, "two")
+    assert {k: after[k] for k in before} == before  # every finished call came from the cache
+    assert _kb(tmp_path, "one") == _kb(tmp_path, "two")
+
+
+def test_a_worker_with_the_ray_executor_runs_a_server_kb_build_on_the_cluster(tmp_path: Path, cluster: str) -> None:
+    """A `kb-build` job claimed by `KNOWTREE_EXECUTOR=ray knowtree worker` sends its stages' calls out as Ray
+    tasks (seen running), and the KB is the one a one-process `knowtree kb build` makes."""
+    files = write_kb_inputs(tmp_path)
+    _finished(_kb_build(tmp_path, "one", themes="similarity"), tmp_path, "one")  # the server's default
+    body = {**files, "docs": [files["docs"]], "solutions": "eager", "context": "model", "threshold": 0.8,
+            "embedder": "hash"}
+    assert _job_on_a_ray_worker(tmp_path, cluster, "/v1/kbs/audio/build", body, KB_TASKS), (
+        "no Ray task process ran the job's model calls"
+    )
+    one, two = _kb(tmp_path, "one"), _kb(tmp_path, "kb")
+    assert one["issues"] and all(status != "pending" for *_, status, _ in one["issues"]) and one == two

@@ -17,10 +17,16 @@ again, its finished calls are cache hits too. Progress is the driver's one bar f
 Reading and parsing the files (PDF text extraction is CPU-bound) runs as Ray tasks too
 (`Cluster.mapper`, through `ingest.problems.load_each`); the files must be at the same paths on every
 node. `knowtree enrich --executor ray` sends each level's calls through the same `RayFanout`
-(`construct.enrich.enrich_tree(fanout=…)`). Left in the driver (not yet Ray tasks): chunking (string
-slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with `--summaries none` it
-makes none), the KB build and a memory's add. A `knowtree worker` whose settings say `executor: ray`
-(`KNOWTREE_EXECUTOR=ray`) runs its build and enrich jobs through this module like the CLI does.
+(`construct.enrich.enrich_tree(fanout=…)`), and `knowtree kb build|add --executor ray` each KB stage's
+independent calls (`RayFanout.map`, the `construct.calls.Calls` of `construct.kb.builder.KBContext`):
+the chunk contexts (a document each), theme and subtree batches, and solutions with their compliance
+checks (an issue each, its passages retrieved in the driver); every task runs `model_calls`, named
+after its stage's function on the cluster (`ray::solve_item`). Left in the driver (not yet Ray tasks):
+chunking (string slicing, cheap), the structured build's model calls (PDF/DOCX/HTML trees; with
+`--summaries none` it makes none), the KB's features, clustering, theme names, indexes and writes (it
+stores each solution as it arrives), and a memory's add. A `knowtree worker` whose settings say
+`executor: ray` (`KNOWTREE_EXECUTOR=ray`) runs its build, enrich and KB jobs through this module like
+the CLI does.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from knowtree.config import Settings
@@ -83,22 +90,29 @@ def _client(settings: dict[str, Any], run_id: str | None) -> LLMClient:
     return LLMClient(model, store, options, run_id=run_id)
 
 
-def leaf_calls(
-    settings: dict[str, Any], run_id: str | None, items: list[tuple[str, str]], taxonomy: list[str]
-) -> list[Result]:
-    """A Ray task: the metadata of a batch of leaves, (id, chunk text) each."""
-    client = _client(settings, run_id)
-    with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
-        return list(pool.map(lambda it: (it[0], *leaf_meta(client, it[1], taxonomy)), items))
+def model_calls(
+    settings: dict[str, Any], run_id: str | None, fn: Callable[[LLMClient, Any], Any], items: list[Any]
+) -> list[tuple[Any, Usage]]:
+    """A Ray task: `fn(client, item)` for a batch of items (`construct.calls.Calls.map`'s work), `concurrency`
+    at a time, each through a client of its own on the store and model the settings name (so its usage
+    comes back beside its result: (result, usage) each, in the items' order)."""
+
+    def one(item: Any) -> tuple[Any, Usage]:
+        client = _client(settings, run_id)
+        return fn(client, item), client.usage
+
+    with ThreadPoolExecutor(max_workers=_client(settings, run_id).concurrency) as pool:
+        return list(pool.map(one, items))
 
 
-def branch_calls(
-    settings: dict[str, Any], run_id: str | None, items: list[tuple[str, list[NodeMeta]]]
-) -> list[Result]:
-    """A Ray task: the metadata of a batch of branches, (id, the children's metadata) each."""
-    client = _client(settings, run_id)
-    with ThreadPoolExecutor(max_workers=client.concurrency) as pool:
-        return list(pool.map(lambda it: (it[0], *branch_meta(client, it[1])), items))
+def leaf_call(taxonomy: list[str], client: LLMClient, item: tuple[str, str]) -> Result:
+    """A leaf's metadata, (id, chunk text) given: `RayFanout.leaves`'s unit."""
+    return (item[0], *leaf_meta(client, item[1], taxonomy))
+
+
+def branch_call(client: LLMClient, item: tuple[str, list[NodeMeta]]) -> Result:
+    """A branch's metadata, (id, the children's metadata) given: `RayFanout.branches`'s unit."""
+    return (item[0], *branch_meta(client, item[1]))
 
 
 def _ray() -> Any:
@@ -183,9 +197,11 @@ def read_files(fn: Callable[[str], Any], cwd: str, paths: list[str]) -> list[Any
 
 
 class RayFanout:
-    """`construct.builder.Fanout` on a Ray cluster: one level's calls as tasks of a batch each,
-    results yielded as tasks finish (the driver's bar ticks per node). Usage reaches `client`
-    (`LLMClient.account_remote`); the ledger rows were written by the tasks under its run."""
+    """`construct.calls.Calls` on a Ray cluster: `map(fn, items)` sends the items out as tasks of a
+    batch each (`model_calls`, named after `fn` on the cluster: `ray::leaf_call`, ...) and yields
+    (index, result) as tasks finish, so the driver's bar ticks per item. Usage reaches `client`
+    (`LLMClient.account_remote`); the ledger rows were written by the tasks under its run. Also
+    `construct.builder.Fanout` (a tree level's leaves and branches) on the same tasks."""
 
     def __init__(self, client: LLMClient, settings: Settings, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -193,26 +209,31 @@ class RayFanout:
         self.client = client
         self.settings = {**settings.model_dump(), "db": store_location(settings.db)}
         self.run_id = client.run_id
-        options = {"max_retries": TASK_RETRIES, "num_cpus": 1}
-        self._leaves = self.ray.remote(**options)(leaf_calls)
-        self._branches = self.ray.remote(**options)(branch_calls)
+        self._calls = self.ray.remote(max_retries=TASK_RETRIES, num_cpus=1)(model_calls)
 
-    def _gather(self, refs: list[Any]) -> Iterator[Result]:
-        pending = list(refs)
+    def map(self, fn: Callable[[LLMClient, Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        name = getattr(fn, "func", fn).__name__
+        task = self._calls.options(name=name)
+        starts: dict[Any, int] = {}
+        start = 0
+        for batch in self.cluster.batches(items):
+            starts[task.remote(self.settings, self.run_id, fn, batch)] = start
+            start += len(batch)
+        return self._gather(starts)
+
+    def _gather(self, starts: dict[Any, int]) -> Iterator[tuple[int, Any]]:
+        pending = list(starts)
         while pending:
             done, pending = self.ray.wait(pending, num_returns=1)
-            for result in self.ray.get(done[0]):
-                self.client.account_remote(result[2])
-                yield result
+            for offset, (result, usage) in enumerate(self.ray.get(done[0])):
+                self.client.account_remote(usage)
+                yield starts[done[0]] + offset, result
 
     def leaves(self, items: Sequence[tuple[str, str]], taxonomy: Sequence[str]) -> Iterator[Result]:
-        tax = list(taxonomy)
-        return self._gather(
-            [self._leaves.remote(self.settings, self.run_id, b, tax) for b in self.cluster.batches(items)]
-        )
+        return (r for _, r in self.map(partial(leaf_call, list(taxonomy)), items))
 
     def branches(self, items: Sequence[tuple[str, list[NodeMeta]]]) -> Iterator[Result]:
-        return self._gather([self._branches.remote(self.settings, self.run_id, b) for b in self.cluster.batches(items)])
+        return (r for _, r in self.map(branch_call, items))
 
 
 @contextmanager

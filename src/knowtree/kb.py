@@ -25,11 +25,10 @@ from knowtree.construct.kb.builder import (
     KBOptions,
     KBReport,
     Progress,
-    add_docs,
-    add_issues,
     build,
     solve_one,
 )
+from knowtree.construct.kb.incremental import add_docs, add_issues
 from knowtree.errors import UserError
 from knowtree.ingest.kb_inputs import (
     AttributeConfig,
@@ -46,6 +45,7 @@ from knowtree.store import kb as kbstore
 from knowtree.store.dialect import is_url
 
 if TYPE_CHECKING:
+    from knowtree.construct.calls import Calls
     from knowtree.host import Host
     from knowtree.llm.client import LLMClient
     from knowtree.store.protocol import SQLStore
@@ -117,7 +117,7 @@ class KB:
             self._indexes = KBIndexes(where, self.name, embedder or self._embedder)
         return self._indexes
 
-    def _context(self, client: LLMClient, progress: Progress | None) -> KBContext:
+    def _context(self, client: LLMClient, progress: Progress | None, calls: Calls | None = None) -> KBContext:
         record = kbstore.kb_record(self.kt.store, self.name)
         return KBContext(
             rows=StoredRows(self.kt.store, self.name),
@@ -128,6 +128,7 @@ class KB:
             rules=[Rule(**r) for r in record.rules],
             options=KBOptions.from_dict(record.settings),
             progress=progress,
+            calls=calls,
         )
 
     def _run(self, kind: str, detail: str, fn: Any, progress: Progress | None, on_client: Any) -> Any:
@@ -135,7 +136,12 @@ class KB:
             assert run.client is not None
             if on_client:
                 on_client(run.client)
-            return fn(self._context(run.client, progress))
+            from knowtree.distributed import fanout_for
+
+            # with executor ray: the stages' independent calls as Ray tasks; clustering, the KB's
+            # rows and its indexes stay here
+            with fanout_for(run.client, self.kt.settings) as fanout:
+                return fn(self._context(run.client, progress, fanout))
 
     def rules(self) -> list[Rule]:
         """The domain rules the KB's solutions are written and checked under."""

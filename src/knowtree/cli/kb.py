@@ -11,7 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from knowtree.cli.common import echo_json, echo_report, open_kt, run
-from knowtree.cli.options import BaseUrlOpt, DbOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt
+from knowtree.cli.options import (
+    BaseUrlOpt,
+    DbOpt,
+    JsonOpt,
+    ModelOpt,
+    QuietOpt,
+    RayAddressOpt,
+    ThreadsOpt,
+)
 from knowtree.errors import UserError
 from knowtree.text import clip
 
@@ -24,6 +32,14 @@ kb_app = typer.Typer(
 
 EmbedderOpt = Annotated[str | None, typer.Option("--embedder", help="static (default) | hash[:DIM] (tests)")]
 NameArg = Annotated[str, typer.Argument(help="knowledge base name")]
+KBExecutorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="local (calls one after another in this process) | ray (each stage's independent calls: chunk "
+        "contexts, theme and subtree batches, solutions, as Ray tasks) [default: local]",
+    ),
+]
 
 #: what an interrupted kb command says (its model calls are cached like a build's)
 _INTERRUPTED = "finished model calls are cached, run the same command again"
@@ -63,6 +79,8 @@ def build(
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,
     embedder: EmbedderOpt = None,
+    executor: KBExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -73,7 +91,9 @@ def build(
         options: dict[str, Any] = {"context": context, "theme_assign": themes}
         if threshold is not None:
             options["threshold"] = threshold
-        kt = open_kt(db=db, model=model, base_url=base_url, threads=threads)
+        kt = open_kt(
+            db=db, model=model, base_url=base_url, threads=threads, executor=executor, ray_address=ray_address
+        )
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.kb(name, embedder=embedder).build(
                 issues=issues,
@@ -102,6 +122,8 @@ def add(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     threads: ThreadsOpt = None,
+    executor: KBExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -109,7 +131,15 @@ def add(
     from knowtree.cli.progress import BuildProgress
 
     def go() -> None:
-        kt = open_kt(db=db, model=model, base_url=base_url, threads=threads, create=False)
+        kt = open_kt(
+            db=db,
+            model=model,
+            base_url=base_url,
+            threads=threads,
+            executor=executor,
+            ray_address=ray_address,
+            create=False,
+        )
         with kt, BuildProgress(enabled=not quiet) as bar:
             report = kt.kb(name).add(
                 issues=issues, docs=docs or None, progress=bar.update, on_client=bar.attach

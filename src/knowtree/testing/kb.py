@@ -44,8 +44,10 @@ class KBRoles:
         issues = re.findall(r"^- (.*)$", prompt.split("Issues", 1)[-1], flags=re.M)
         counts: Counter[str] = Counter()
         for text in issues:
+            # each word once per issue, in the issue's order (not a set's: the order of equal counts,
+            # hence the themes' numbers, would change with the process's hash seed)
             counts.update(
-                w.lower() for w in set(WORD.findall(text)) if w.lower() not in STOPWORDS and len(w) > 3
+                w for w in dict.fromkeys(w.lower() for w in WORD.findall(text)) if w not in STOPWORDS and len(w) > 3
             )
         top = [w for w, n in counts.most_common(5) if n > 1] or ["general"]
         return {"themes": [f"Issues about {w}" for w in top]}

@@ -12,9 +12,11 @@ context is what the hybrid index (BM25 + dense) sees.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from pydantic import BaseModel
 
+from knowtree.construct.calls import Calls, Here, in_order
 from knowtree.ingest.chunk import chunk_document
 from knowtree.ingest.kb_inputs import DocSection
 from knowtree.ingest.structure import make_document
@@ -67,29 +69,41 @@ def contextualize_with_model(
     domain: str,
     *,
     progress: Callable[[int, int], None] | None = None,
+    calls: Calls | None = None,
 ) -> None:
-    """Replace each chunk's context by the model's sentence (the previous chunk's context fed forward)."""
-    previous = ""
-    last_doc = None
-    for n, chunk in enumerate(chunks, start=1):
-        if chunk.doc_id != last_doc:
-            previous, last_doc = "", chunk.doc_id
+    """Replace each chunk's context by the model's sentence (the previous chunk's context fed forward).
+    A document's chunks are one piece of work (each call waits for the one before); documents are
+    independent, so `calls` (default: one after another through `client`) may run them anywhere."""
+    runs: list[list[KBChunk]] = []
+    for chunk in chunks:  # a document's consecutive chunks
+        if not runs or runs[-1][0].doc_id != chunk.doc_id:
+            runs.append([])
+        runs[-1].append(chunk)
+    items = [[(chunk.path, chunk.text) for chunk in run] for run in runs]
+    said = (calls or Here(client)).map(partial(context_sentences, domain), items)
+    for run, sentences in zip(runs, in_order(said, [len(r) for r in runs], progress), strict=True):
+        for chunk, sentence in zip(run, sentences, strict=True):
+            chunk.context = f"{' > '.join(chunk.path)}: {sentence}"
+
+
+def context_sentences(domain: str, client: LLMClient, chunks: list[tuple[list[str], str]]) -> list[str]:
+    """The model's context sentence of each of one document's chunks ((path, text) each), in order,
+    each asked with the sentence before it."""
+    out: list[str] = []
+    for path, text in chunks:
         reply = ask(
             client,
             ChunkContext,
             "kb_context",
             domain=domain or "general",
-            path=" > ".join(chunk.path),
-            previous=previous or "(start of the document)",
-            chunk=chunk.text[:3000],
+            path=" > ".join(path),
+            previous=out[-1] if out else "(start of the document)",
+            chunk=text[:3000],
             purpose="kb_context",
             max_tokens=120,
         ).value
-        said = clip(reply.context, CONTEXT_CHARS)
-        chunk.context = f"{' > '.join(chunk.path)}: {said}"
-        previous = said
-        if progress:
-            progress(n, len(chunks))
+        out.append(clip(reply.context, CONTEXT_CHARS))
+    return out
 
 
 def chunk_passages(chunks: Sequence[KBChunk]) -> list[Passage]:

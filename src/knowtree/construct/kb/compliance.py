@@ -188,6 +188,14 @@ def solve(
     return solution, status, report
 
 
+def solve_item(
+    domain: str, rules: Sequence[Rule], client: LLMClient, item: tuple[KBIssue, Sequence[KBChunk]]
+) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """`solve` of one (issue, its retrieved passages): the unit a build's solutions stage sends out."""
+    issue, passages = item
+    return solve(client, domain, issue, passages, rules)
+
+
 def _checked(
     client: LLMClient,
     domain: str,

@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from knowtree.construct.calls import Calls, Here, in_order
 from knowtree.ingest.kb_attributes import (
     describe,
     keyword_metadata,
@@ -75,47 +77,55 @@ def expand_seeds(
     batch: int = BATCH,
     min_size: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    calls: Calls | None = None,
 ) -> tuple[list[KBIssue], dict[str, str]]:
     """Issue nodes (parents, then their children) and raw id → absorbing issue id. Clusters with fewer
-    than `min_size` raw issues are not sent to the model (see the module docstring)."""
+    than `min_size` raw issues are not sent to the model (see the module docstring). The batches'
+    calls are independent (`calls`, default: one after another through `client`)."""
     issues: list[KBIssue] = []
     links: dict[str, str] = {}
-    done = 0
     small = [s for s in seeds if len(s.raw_ids) < min_size]
     for seed in small:  # a lone raw issue: its own words are the issue, keyword metadata, no children
         nodes = subtree(kb, config, seed, seed.texts[0], keyword_metadata(seed.texts[0], config), {})
         issues.extend(nodes)
         links.update(link_members(config, seed, nodes))
-    done = len(small)
     if progress and small:
-        progress(done, len(seeds))
+        progress(len(small), len(seeds))
     expand = [s for s in seeds if len(s.raw_ids) >= min_size]
-    for start in range(0, len(expand), batch):
-        part = expand[start : start + batch]
-        model = batch_model(config, len(part))
-        groups = []
-        for i, seed in enumerate(part, start=1):
-            lines = [f"group_{i}: seed issue: {clip(seed.texts[0], 220, keep_space=True)}"]
-            lines += [f"  similar: {clip(t, 160, keep_space=True)}" for t in seed.texts[1:SHOWN_MEMBERS]]
-            groups.append("\n".join(lines))
-        reply = ask(
-            client,
-            model,
-            "kb_subtree",
-            domain=config.domain or "general",
-            attributes=describe(config),
-            groups="\n".join(groups),
-            purpose="kb_subtree",
-            max_tokens=140 * len(part) + 60,
-        ).value
-        for i, seed in enumerate(part, start=1):
-            exp = getattr(reply, f"group_{i}")
-            nodes = subtree(kb, config, seed, exp.title, exp.metadata.model_dump(), exp.vary.model_dump())
-            issues.extend(nodes)
-            links.update(link_members(config, seed, nodes))
-        done += len(part)
-        if progress:
-            progress(done, len(seeds))
+    parts = [expand[start : start + batch] for start in range(0, len(expand), batch)]
+    made = (calls or Here(client)).map(partial(expand_batch, kb, config), parts)
+    for part_issues, part_links in in_order(made, [len(p) for p in parts], progress, before=len(small)):
+        issues.extend(part_issues)
+        links.update(part_links)
+    return issues, links
+
+
+def expand_batch(
+    kb: str, config: AttributeConfig, client: LLMClient, part: Sequence[Seed]
+) -> tuple[list[KBIssue], dict[str, str]]:
+    """One call: the subtrees of a batch of seeds, and their raw issues' links."""
+    groups = []
+    for i, seed in enumerate(part, start=1):
+        lines = [f"group_{i}: seed issue: {clip(seed.texts[0], 220, keep_space=True)}"]
+        lines += [f"  similar: {clip(t, 160, keep_space=True)}" for t in seed.texts[1:SHOWN_MEMBERS]]
+        groups.append("\n".join(lines))
+    reply = ask(
+        client,
+        batch_model(config, len(part)),
+        "kb_subtree",
+        domain=config.domain or "general",
+        attributes=describe(config),
+        groups="\n".join(groups),
+        purpose="kb_subtree",
+        max_tokens=140 * len(part) + 60,
+    ).value
+    issues: list[KBIssue] = []
+    links: dict[str, str] = {}
+    for i, seed in enumerate(part, start=1):
+        exp = getattr(reply, f"group_{i}")
+        nodes = subtree(kb, config, seed, exp.title, exp.metadata.model_dump(), exp.vary.model_dump())
+        issues.extend(nodes)
+        links.update(link_members(config, seed, nodes))
     return issues, links
 
 

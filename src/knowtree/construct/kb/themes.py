@@ -15,10 +15,12 @@ clusters are assigned with no call, to the theme whose name is nearest to them: 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from knowtree.construct.calls import Calls, Here, in_order
 from knowtree.llm.client import LLMClient
 from knowtree.prompts.reply import ask, at_most
 from knowtree.text import clip
@@ -88,26 +90,26 @@ def assign_themes(
     *,
     batch: int = ASSIGN_BATCH,
     progress: Callable[[int, int], None] | None = None,
+    calls: Calls | None = None,
 ) -> list[int]:
-    """The theme index (0-based) of every representative; one call per `batch` of them."""
-    out: list[int] = []
+    """The theme index (0-based) of every representative; one call per `batch` of them, the batches
+    independent (`calls`, default: one after another through `client`)."""
     listing = "\n".join(f"{i}. {t}" for i, t in enumerate(themes, start=1))
-    for start in range(0, len(representatives), batch):
-        part = representatives[start : start + batch]
-        model = assignment_model(len(part), len(themes))
-        reply = ask(
-            client,
-            model,
-            "kb_theme_assign",
-            domain=domain or "general",
-            themes=listing,
-            issues="\n".join(
-                f"issue_{i}: {clip(t, 200, keep_space=True)}" for i, t in enumerate(part, start=1)
-            ),
-            purpose="kb_theme_assign",
-            max_tokens=12 * len(part) + 40,
-        ).value
-        out.extend(int(getattr(reply, f"issue_{i}")) - 1 for i in range(1, len(part) + 1))
-        if progress:
-            progress(len(out), len(representatives))
-    return out
+    parts = [list(representatives[start : start + batch]) for start in range(0, len(representatives), batch)]
+    answered = (calls or Here(client)).map(partial(assign_batch, domain, listing, len(themes)), parts)
+    return [pick for picks in in_order(answered, [len(p) for p in parts], progress) for pick in picks]
+
+
+def assign_batch(domain: str, listing: str, themes: int, client: LLMClient, part: list[str]) -> list[int]:
+    """One call: the theme index (0-based) of each of a batch of representatives."""
+    reply = ask(
+        client,
+        assignment_model(len(part), themes),
+        "kb_theme_assign",
+        domain=domain or "general",
+        themes=listing,
+        issues="\n".join(f"issue_{i}: {clip(t, 200, keep_space=True)}" for i, t in enumerate(part, start=1)),
+        purpose="kb_theme_assign",
+        max_tokens=12 * len(part) + 40,
+    ).value
+    return [int(getattr(reply, f"issue_{i}")) - 1 for i in range(1, len(part) + 1)]

@@ -384,3 +384,20 @@ def test_editing_one_file_only_pays_for_its_leaf_and_ancestors(
     assert report.usage.calls == expected and report.usage.cached == 3 - 1 + (3 - expected)
     edited_leaf = next(r for r in model.requests if r.schema_name == "leaf_meta")
     assert "November" in edited_leaf.messages[-1].content
+
+
+def test_summaries_none_makes_no_model_call_on_a_structured_build_unless_describe_is_asked(
+    tmp_path: Path, cli: Any
+) -> None:
+    from conftest import invoke
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\n## Part\n\nAlice filed ticket code{i}.\n", encoding="utf-8")
+    db = str(tmp_path / "kb.db")
+    common = ["--db", db, "--model", "keyword", "--summaries", "none", "--structure", "headings"]
+    out = invoke(cli, "build", str(docs), "--tree", "a", *common)
+    assert "0 LLM calls" in out, out  # "none": no model call, as its help says (it described each document)
+    out = invoke(cli, "build", str(docs), "--tree", "b", *common, "--describe")
+    assert "3 LLM calls" in out, out  # asked for: one call per document

@@ -362,7 +362,7 @@ def build_structured(
             sources,
             client,
             opts,
-            describe=s.describe,
+            describe=s.describes_documents(),
             previous=previous,
             old_infos=doc_infos(store, tree) if previous else [],
             stored=store.documents(tree) if add and previous else [],

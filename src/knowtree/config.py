@@ -76,7 +76,11 @@ class Settings(BaseModel):
     )
     node_max_pages: int = Field(2, ge=1, description="pages per leaf of a PDF tree (larger sections are split)")
     node_max_chars: int = Field(6000, ge=500, description="characters per leaf of a structured tree")
-    describe: bool = Field(True, description="one-sentence description + metadata per document (1 call each)")
+    describe: bool | None = Field(
+        None,
+        description="one-sentence description + metadata per document (1 call each); unset: on, except with "
+        "summaries none (no model call)",
+    )
     ask_mode: AskMode = Field(
         "auto",
         description="auto (retrieve, a collection's documents picked first; search on a structured tree when "
@@ -105,6 +109,11 @@ class Settings(BaseModel):
                 f"chunk_overlap ({self.chunk_overlap}) must be less than half of chunk_size ({self.chunk_size})"
             )
         return self
+
+    def describes_documents(self) -> bool:
+        """Whether a structured build describes each document (1 call each): `describe` when set,
+        else unless `summaries` is none, which promises a build without a model call."""
+        return self.describe if self.describe is not None else self.summaries != "none"
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A validated copy with some values replaced (`None` means "keep")."""

@@ -60,7 +60,10 @@ def build(
     ] = None,
     add: Annotated[bool, typer.Option("--add", help="keep the documents already in the tree")] = False,
     describe: Annotated[
-        bool | None, typer.Option("--describe/--no-describe", help="describe each document (1 call each)")
+        bool | None, typer.Option(
+            "--describe/--no-describe",
+            help="describe each document (1 call each) [default: on, off with --summaries none]",
+        )
     ] = None,
     replace: Annotated[
         bool, typer.Option("--replace", help="replace a tree of another kind, or one holding other documents")

@@ -120,7 +120,7 @@ def estimate_sources(
             continue
         docs += 1
         chars += len(sd.document.text)
-        extra += 1 if settings.describe else 0
+        extra += 1 if settings.describes_documents() else 0
         if sd.pages and not sd.sections:
             extra += 1 + math.ceil(len(sd.pages) / 40)
     tokens = est.tokens + extra * (PROMPT_OVERHEAD_TOKENS + 1500 + REPLY_TOKENS)

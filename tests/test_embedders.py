@@ -7,6 +7,7 @@ import importlib.util
 import os
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,20 +112,23 @@ def test_hash_embedder_is_deterministic_and_normalised() -> None:
     assert float(a[0] @ a[1]) > float(a[0] @ a[2])
 
 
-def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("tokenizers")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # its verified-file stamps stay here
-    from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder, Model2VecFiles
+def _copy_of_the_shipped_model(folder: Path) -> Any:
+    """The shipped static model's two files copied into `folder`, named with their own hashes."""
+    from knowtree.retrieve.embedders.model2vec import Model2VecFiles
 
     shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"
     for name in ("model.safetensors", "tokenizer.json"):
-        (tmp_path / name).write_bytes((shipped / name).read_bytes())
-    good = Model2VecFiles(
-        "t",
-        tmp_path,
-        hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest(),
-        hashlib.sha256((tmp_path / "tokenizer.json").read_bytes()).hexdigest(),
-    )
+        (folder / name).write_bytes((shipped / name).read_bytes())
+    digest = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in ("model.safetensors", "tokenizer.json")}
+    return Model2VecFiles("t", folder, digest["model.safetensors"], digest["tokenizer.json"])
+
+
+def test_shipped_static_model_refuses_a_tampered_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tokenizers")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # its verified-file stamps stay here
+    from knowtree.retrieve.embedders.model2vec import Model2VecEmbedder
+
+    good = _copy_of_the_shipped_model(tmp_path)
     assert Model2VecEmbedder(good).embed(["revenue"]).shape == (1, 256)
     with (tmp_path / "model.safetensors").open("r+b") as fh:  # flip one byte of the vectors
         fh.seek(-1, 2)
@@ -185,18 +189,9 @@ def test_static_model_hashes_once_then_still_refuses_a_changed_file(
     """A verified file is not hashed again by the next load (a stamp in the user's cache); a file
     changed after the stamp, even with its modification time put back, is hashed and refused."""
     from knowtree.retrieve.embedders import model2vec
-    from knowtree.retrieve.embedders.model2vec import Model2VecFiles
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    shipped = Path(embed_module.__file__).parent / "embedders" / "data" / "m2v-minilm-l6-256"
-    for name in ("model.safetensors", "tokenizer.json"):
-        (tmp_path / name).write_bytes((shipped / name).read_bytes())
-    files = Model2VecFiles(
-        "t",
-        tmp_path,
-        hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest(),
-        hashlib.sha256((tmp_path / "tokenizer.json").read_bytes()).hexdigest(),
-    )
+    files = _copy_of_the_shipped_model(tmp_path)
     hashed: list[str] = []
     real = model2vec.sha256_file
     monkeypatch.setattr(model2vec, "sha256_file", lambda p: hashed.append(p.name) or real(p))

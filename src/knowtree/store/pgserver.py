@@ -14,9 +14,9 @@ made for any machine; a server this command runs is sized for this one (`tuned_s
 of the memory for shared buffers, at most 8 GB; a large build's WAL checkpointed less often). They
 are written with ALTER SYSTEM (postgresql.auto.conf in DIR) for every setting still at PostgreSQL's
 built-in value (a value of the user's own, in postgresql.conf or by ALTER SYSTEM, stays) when the
-server starts; a server
-this call started is restarted once to apply them, a running one reused as it is (its next start
-applies them). Measured in benchmarks/RESULTS.md ("PostgreSQL settings").
+server starts; a server this call started is restarted once to apply them, a running one reused as
+it is (its next start applies them). Measured in benchmarks/RESULTS.md ("PostgreSQL sized for the
+machine").
 """
 
 from __future__ import annotations
@@ -64,12 +64,11 @@ def start(directory: str | Path, *, say: Say = _quiet) -> str:
         base = server.get_uri()
     else:
         base = _start_system(pgdata, say)
-    if _tune(base, say):
+    if _prepare(base, say):
         if was_running:
             say("shared_buffers applies at the server's next start (knowtree db stop, then start)")
         else:
             _restart(pgdata, say)
-    _ensure_database(base, say)
     return _with_database(base, DATABASE)
 
 
@@ -104,14 +103,20 @@ def tuned_settings(memory: int) -> dict[str, str]:
     }
 
 
-def _tune(url: str, say: Say) -> bool:
-    """Write `tuned_settings` for every setting still at PostgreSQL's built-in value (initdb writes
-    some of those into postgresql.conf: shared_buffers, max_wal_size) and not already written by
-    ALTER SYSTEM; True when one of them takes effect only at a restart."""
-    import psycopg
-
+def _prepare(url: str, say: Say) -> bool:
+    """On one connection: create the `knowtree` database when missing, and write `tuned_settings`
+    for every setting still at PostgreSQL's built-in value (initdb writes some of those into
+    postgresql.conf: shared_buffers, max_wal_size) and not already written by ALTER SYSTEM; True when
+    one of them takes effect only at a restart."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise StoreError(f"connecting to PostgreSQL needs psycopg: {INSTALL_HINT}") from exc
     wanted = tuned_settings(machine_memory())
     with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
+            say(f"creating the database {DATABASE!r}")
+            conn.execute(f'CREATE DATABASE "{DATABASE}"')
         written = {
             name
             for (name,) in conn.execute(
@@ -260,17 +265,6 @@ def _start_system(pgdata: Path, say: Say) -> str:
 def _with_database(url: str, database: str) -> str:
     head, _, query = url.partition("?")
     return f"{head.rsplit('/', 1)[0]}/{database}" + (f"?{query}" if query else "")
-
-
-def _ensure_database(url: str, say: Say) -> None:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise StoreError(f"connecting to PostgreSQL needs psycopg: {INSTALL_HINT}") from exc
-    with psycopg.connect(url, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
-            say(f"creating the database {DATABASE!r}")
-            conn.execute(f'CREATE DATABASE "{DATABASE}"')
 
 
 __all__ = ["DATABASE", "machine_memory", "start", "stop", "tuned_settings"]

@@ -141,6 +141,18 @@ def test_keyword_model() -> None:
     assert isinstance(resolve("  Keyword "), KeywordModel)
 
 
+def test_the_keyword_and_slow_models_take_the_concurrency_asked_for() -> None:
+    """`--concurrency 8` with the slow model (a remote model's stand-in in the scale benchmarks) runs
+    8 calls at once; the fakes' own cap of 4 used to halve it without a word."""
+    from knowtree.llm.client import ClientOptions, LLMClient
+
+    for spec in ("slow:0.05", "keyword"):
+        model = resolve(spec, concurrency=8)
+        assert model.max_concurrency == 8
+        assert LLMClient(model, options=ClientOptions(concurrency=8)).concurrency == 8
+    assert resolve("slow", concurrency=2).max_concurrency == 2
+
+
 def test_openai_without_key_or_url_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as info:
         resolve("openai:gpt-x")

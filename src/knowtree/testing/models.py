@@ -360,6 +360,9 @@ def keyword_model(spec: ModelSpec) -> KeywordModel:
     """The `keyword` (or `test`) model string's factory (see `knowtree.llm.registry`). Priced as the
     settings say, as a remote model is (so cost caps can be tried without one)."""
     model = KeywordModel()
+    # as many calls at once as the settings allow, like a remote model's adapter (the class's own 4
+    # would cap `--concurrency 8` at 4 without a word)
+    model.max_concurrency = spec.settings.concurrency
     model.input_cost_per_mtok = spec.settings.input_cost_per_mtok
     model.output_cost_per_mtok = spec.settings.output_cost_per_mtok
     return model
@@ -371,4 +374,6 @@ def slow_model(spec: ModelSpec) -> SlowKeywordModel:
         delay = float(spec.name) if spec.name else 0.05
     except ValueError:
         raise ConfigError(f"model {spec.spec!r}: write slow or slow:SECONDS, e.g. slow:0.2") from None
-    return SlowKeywordModel(delay)
+    model = SlowKeywordModel(delay)
+    model.max_concurrency = spec.settings.concurrency  # it stands in for a remote model: no cap of its own
+    return model

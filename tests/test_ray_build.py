@@ -5,12 +5,15 @@ made again, the tree is the same. Selected with `-m ray`; they run in CI (ray is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -43,15 +46,50 @@ def _ray(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A head and one worker node on this machine, one CPU and 80 MB of object store each; stopped after."""
+    """A head and one worker node on this machine, one CPU and 80 MB of object store each, under a
+    Ray temporary folder of their own; stopped after, and only they: `ray stop` would stop every Ray
+    cluster on the machine (a benchmark's or a user's running beside the tests)."""
     port = free_port()
-    bounds = ("--num-cpus", "1", "--object-store-memory", "80000000", "--memory", "500000000")
+    # short: Ray's socket paths under it must fit a Unix socket's 107 bytes
+    temp = Path(tempfile.mkdtemp(prefix="ktray", dir="/tmp"))
+    bounds = ("--num-cpus", "1", "--object-store-memory", "80000000", "--memory", "500000000",
+              "--temp-dir", str(temp))
     try:
         _ray("start", "--head", "--port", str(port), "--include-dashboard=false", "--disable-usage-stats", *bounds)
         _ray("start", "--address", f"127.0.0.1:{port}", *bounds)
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=_env(), capture_output=True, timeout=120)
+        stop_processes_naming(str(temp))
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop_processes_naming(marker: str, grace: float = 15.0) -> list[int]:
+    """End every process whose command line holds `marker` (the test cluster's temporary folder: its
+    GCS, raylets and agents name it), SIGTERM first, SIGKILL after `grace` seconds; their Ray worker
+    processes exit with their raylet. Returns the pids signalled."""
+    def naming() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+        return pids
+
+    signalled = naming()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in naming():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while naming() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not naming():
+            break
+    return signalled
 
 
 def _corpus(root: Path, docs: int = 24) -> Path:
@@ -339,3 +377,19 @@ def test_a_worker_with_the_ray_executor_runs_a_server_kb_build_on_the_cluster(tm
     )
     one, two = _kb(tmp_path, "one"), _kb(tmp_path, "kb")
     assert one["issues"] and all(status != "pending" for *_, status, _ in one["issues"]) and one == two
+
+
+def test_the_cluster_fixture_stops_only_the_processes_naming_its_folder(tmp_path: Path) -> None:
+    """`stop_processes_naming` ends the processes whose command line holds its marker, and no other
+    (a Ray cluster of a benchmark or a user beside the tests stays up)."""
+    sleeper = "import sys, time; time.sleep(120)"
+    ours = subprocess.Popen([sys.executable, "-c", sleeper, str(tmp_path / "ktray-ours")])
+    theirs = subprocess.Popen([sys.executable, "-c", sleeper, str(tmp_path / "ktray-theirs")])
+    try:
+        time.sleep(0.5)
+        assert stop_processes_naming(str(tmp_path / "ktray-ours")) == [ours.pid]
+        assert ours.wait(10) == -signal.SIGTERM
+        assert theirs.poll() is None
+    finally:
+        theirs.kill()
+        theirs.wait(10)

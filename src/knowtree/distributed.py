@@ -50,9 +50,13 @@ from knowtree.types import NodeMeta, Usage
 
 Result = tuple[str, NodeMeta, Usage, bool]
 #: batches per cluster CPU in one level: small enough that a killed worker's batch is little work
-#: to hand over and the bar moves, large enough that a task's overhead (~ms) stays small
+#: to hand over and the bar moves, large enough that a task's overhead stays small
 BATCHES_PER_CPU = 4
-MAX_BATCH = 64
+#: items per task at most. Between two tasks a worker idles 15-50 ms (the result back to the driver,
+#: the next task out) and a task's last calls run with fewer than `concurrency` in flight: at 64 a
+#: worker made 0.76-0.78 of one process's calls/s, at 512 0.86 (20k chunks, slow:0.05, concurrency 8;
+#: benchmarks/RESULTS.md). A killed worker's batch costs little more: its finished calls are cache hits
+MAX_BATCH = 512
 MAX_FILES = 16  # files per reading task (a PDF's text extraction is the costly part)
 TASK_RETRIES = 5  # a task whose worker process died runs again (its finished calls are cache hits)
 

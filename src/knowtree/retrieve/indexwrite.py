@@ -96,35 +96,41 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None, batch: int = 
 
 def write_entries(conn: Any, tree: str, rows: Sequence[tuple], embedder: Embedder | None, batch: int = 5000) -> int:
     """Insert new entries (`insert_entries`' rows) with their vectors by `embedder`, `batch` rows at a
-    time: while one batch's rows and postings are written, a thread embeds the next batch (the
-    embedder's work and the database's overlap; at most two batches' vectors are held). A text with
-    a stored vector (another entry's, of the same text) is not embedded again. Returns how many
-    entries got a vector."""
+    time: while one batch's rows and postings are written, a thread prepares the next batch (its
+    vectors, and on PostgreSQL its postings cut into terms: `EntryWriter.prepare`), so the client's
+    work and the database's overlap; at most two batches are held. A text with a stored vector
+    (another entry's, of the same text) is not embedded again. Returns how many entries got a vector."""
     sql = tables(conn)
-    if embedder is None or not rows:
-        sql.insert_entries(conn, rows)
+    if not rows:
         return 0
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({r[7] for r in rows})))
+    have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({r[7] for r in rows}))) if embedder else {}
     parts = [rows[i : i + batch] for i in range(0, len(rows), batch)]
+    writer = sql.EntryWriter(conn)
 
-    def vectors(part: Sequence[tuple]) -> dict[str, bytes]:
-        new = list({r[7]: r for r in part if r[7] not in have}.values())
-        fresh = embed_entries(embedder, [r[9] for r in new], [r[8] for r in new])
-        return {r[7]: v.tobytes() for r, v in zip(new, fresh, strict=True)}
+    def ahead(part: Sequence[tuple]) -> tuple[dict[str, bytes], Any]:
+        got: dict[str, bytes] = {}
+        if embedder is not None:
+            new = list({r[7]: r for r in part if r[7] not in have}.values())
+            fresh = embed_entries(embedder, [r[9] for r in new], [r[8] for r in new])
+            got = {r[7]: v.tobytes() for r, v in zip(new, fresh, strict=True)}
+        return got, writer.prepare(part)
 
     with ThreadPoolExecutor(1, thread_name_prefix="knowtree-embed") as pool:
-        ahead: list[Future[dict[str, bytes]]] = [pool.submit(vectors, parts[0])]
+        pending: list[Future[tuple[dict[str, bytes], Any]]] = [pool.submit(ahead, parts[0])]
         for i, part in enumerate(parts):
             if i + 1 < len(parts):
-                ahead.append(pool.submit(vectors, parts[i + 1]))
-            sql.insert_entries(conn, part)
-            got = ahead.pop(0).result()
-            sql.put_vectors(
-                conn, ((tree, r[1], embedder.id, r[7], have[r[7]] if r[7] in have else got[r[7]]) for r in part)
-            )
-    return len(rows)
+                pending.append(pool.submit(ahead, parts[i + 1]))
+            got, prepared = pending.pop(0).result()
+            writer.write(part, prepared)
+            if embedder is not None:
+                sql.put_vectors(
+                    conn,
+                    ((tree, r[1], embedder.id, r[7], have[r[7]] if r[7] in have else got[r[7]]) for r in part),
+                )
+    writer.close()
+    return len(rows) if embedder is not None else 0
 
 
 def prepare_ann_index(conn: Any, tree: str, embedder: Embedder | None, entries: int) -> None:

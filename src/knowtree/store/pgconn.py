@@ -115,14 +115,26 @@ class Cursor:
     def description(self) -> Any:
         return self._cur.description
 
+    # a statement that returns no rows reads as none, as sqlite3's does (psycopg raises). Asked, not
+    # checked beforehand: in a pipeline a statement's description is only known once its result is
+    # fetched (the fetch sends the pipeline's sync)
     def fetchone(self) -> tuple | None:
-        return self._cur.fetchone() if self._cur.description is not None else None
+        try:
+            return self._cur.fetchone()
+        except psycopg.ProgrammingError:
+            return None
 
     def fetchall(self) -> list[tuple]:
-        return self._cur.fetchall() if self._cur.description is not None else []
+        try:
+            return self._cur.fetchall()
+        except psycopg.ProgrammingError:
+            return []
 
     def fetchmany(self, size: int = 1) -> list[tuple]:
-        return self._cur.fetchmany(size) if self._cur.description is not None else []
+        try:
+            return self._cur.fetchmany(size)
+        except psycopg.ProgrammingError:
+            return []
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self.fetchall())

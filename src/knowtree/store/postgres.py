@@ -12,7 +12,7 @@ Needs the `postgres` extra: `pip install 'knowtree[postgres]'`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -89,23 +89,63 @@ class PostgresStore(SQLStoreBase):
             with current.raw.transaction():
                 yield current
             return
+        with self._pooled() as raw:
+            handle = Connection(raw)
+            self._local.conn = handle
+            try:
+                with raw.transaction():
+                    yield handle
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def _pooled(self) -> Iterator[Any]:
+        """A psycopg connection from the pool for the time of the block, not in a transaction."""
         try:
             pooled = self._pool.connection()
             raw = pooled.__enter__()
         except Exception as exc:  # PoolTimeout, or the server gone
             raise StoreError(f"{self.path}: no database connection ({_one_line(exc)})") from exc
-        handle = Connection(raw)
-        self._local.conn = handle
         try:
-            with raw.transaction():
-                yield handle
+            yield raw
         except BaseException as exc:
-            self._local.conn = None
             if not pooled.__exit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
-            self._local.conn = None
             pooled.__exit__(None, None, None)
+
+    def _query(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        """One statement: outside a transaction of this thread it runs in autocommit, one round trip
+        (a transaction around it added BEGIN and COMMIT: two more, on every model call's cache
+        lookup); inside one, in it."""
+        if getattr(self._local, "conn", None) is not None:
+            return super()._query(sql, args)
+        from knowtree.store.pgconn import Connection
+
+        with self._pooled() as raw:
+            raw.autocommit = True
+            try:
+                return Connection(raw).execute(sql, args).fetchall()
+            finally:
+                if not raw.closed:
+                    raw.autocommit = False
+
+    @contextmanager
+    def _derived_tx(self) -> Iterator[Any]:
+        """A cache or ledger write (`_derived_write`'s) outside a transaction of this thread: BEGIN,
+        the settings, the statements and COMMIT sent in one pipeline, one round trip instead of
+        four (each model call writes two of them: on a machine shared by many workers' threads
+        the round trips, not the model, were most of a call's own time)."""
+        if getattr(self._local, "conn", None) is not None:
+            with super()._derived_tx() as c:
+                yield c
+            return
+        from knowtree.store.pgconn import Connection
+
+        with self._pooled() as raw, raw.pipeline(), raw.transaction():
+            handle = Connection(raw)
+            self._derived_write(handle)
+            yield handle
 
     def _tx(self) -> Any:
         return self._connection()

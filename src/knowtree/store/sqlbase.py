@@ -341,9 +341,16 @@ class SQLStoreBase(ABC):
         """Inside a write transaction of rows that can be made again (the model-call cache, the
         ledger): a backend may commit it without waiting for its flush to disk."""
 
-    def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
+    @contextmanager
+    def _derived_tx(self) -> Iterator[Any]:
+        """A write transaction of rows that can be made again (`_derived_write`'s); a backend may send
+        it in fewer round trips (PostgreSQL: pipelined). Its statements' results are not read."""
         with self._tx() as c:
             self._derived_write(c)
+            yield c
+
+    def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
+        with self._derived_tx() as c:
             c.execute(
                 "INSERT INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET model = excluded.model,"
@@ -366,8 +373,7 @@ class SQLStoreBase(ABC):
         usage: Usage,
         error: str | None,
     ) -> None:
-        with self._tx() as c:
-            self._derived_write(c)
+        with self._derived_tx() as c:
             c.execute(
                 "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
                 " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

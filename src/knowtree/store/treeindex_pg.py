@@ -64,33 +64,66 @@ ENTRY_INSERT = ("rid", "tree", "id", "node", "parent", "leaf", "ord", "hash", "b
                 "cite_json", "src", "toklen")
 
 
-def insert_entries(conn: Any, rows: Iterable[tuple]) -> None:
-    """(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src) as new
-    entries of one tree, with their postings; the per-tree statistics follow. Streamed: each batch
-    of `pgbulk.BATCH` rows is cut into terms and COPYed (rows, then postings) before the next is read,
-    its row ids taken from the table's identity beforehand, in the rows' order (FTS5's ties: stored
-    order)."""
-    tree = None
-    docs: Counter[str] = Counter()
-    entries = tokens = 0
-    for part in batches(rows):
-        tree = part[0][0]
-        cut, lengths = cut_postings([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in part])
+Cut = tuple[list[tuple[str, int, int]], list[int]]  # `cut_postings` of a batch: (term, position, tf), lengths
+
+
+def prepare_entries(rows: Sequence[tuple]) -> Cut:
+    """A batch's postings cut ahead (`cut_postings` of each entry's body): no connection, so a thread
+    can cut the next batch while this one is written (`EntryWriter.write`)."""
+    return cut_postings([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in rows])
+
+
+class EntryWriter:
+    """Writes one tree's new entries batch by batch, each batch's rows and postings COPYed before the
+    next; the statistics (df, entries, tokens) are added up here and upserted once, by `close`, not
+    once per batch (a batch's distinct terms were a staging round each: ~200 rounds for 10⁶ leaves,
+    each updating the same df rows again)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.tree: str | None = None
+        self.docs: Counter[str] = Counter()
+        self.entries = 0
+        self.tokens = 0
+
+    prepare = staticmethod(prepare_entries)
+
+    def write(self, part: Sequence[tuple], prepared: Cut | None = None) -> None:
+        """(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src) rows of
+        one tree, at most a batch (`pgbulk.BATCH`); row ids are taken from the table's identity
+        beforehand, in the rows' order (FTS5's ties: stored order)."""
+        if not part:
+            return
+        self.tree = part[0][0]
+        cut, lengths = prepared if prepared is not None else prepare_entries(part)
         rids = sorted(
             r[0]
-            for r in conn.execute(
+            for r in self.conn.execute(
                 "SELECT nextval(pg_get_serial_sequence('tree_index', 'rid')) FROM generate_series(1, ?)",
                 (len(part),),
             ).fetchall()
         )
-        conn.copy_rows(
+        self.conn.copy_rows(
             "tree_index", ENTRY_INSERT, ((rid, *r, n) for rid, r, n in zip(rids, part, lengths, strict=True))
         )
-        docs.update(copy_cut_postings(conn, POSTINGS, tree, rids, cut, lengths))
-        tokens += sum(lengths)
-        entries += len(part)
-    if tree is not None:
-        add_counts(conn, POSTINGS, tree, docs, entries, tokens)
+        self.docs.update(copy_cut_postings(self.conn, POSTINGS, self.tree, rids, cut, lengths))
+        self.tokens += sum(lengths)
+        self.entries += len(part)
+
+    def close(self) -> None:
+        if self.tree is not None and self.entries:
+            add_counts(self.conn, POSTINGS, self.tree, self.docs, self.entries, self.tokens)
+        self.tree, self.docs, self.entries, self.tokens = None, Counter(), 0, 0
+
+
+def insert_entries(conn: Any, rows: Iterable[tuple]) -> None:
+    """(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src) as new
+    entries of one tree, with their postings; the per-tree statistics follow. Streamed: each batch
+    of `pgbulk.BATCH` rows is cut into terms and COPYed (rows, then postings) before the next is read."""
+    writer = EntryWriter(conn)
+    for part in batches(rows):
+        writer.write(part)
+    writer.close()
 
 
 def delete_entries(conn: Any, rids: Sequence[int], chunk: int = 500) -> None:
@@ -306,6 +339,7 @@ def vector_sample(conn: Any, tree: str, embedder: str, n: int) -> list[bytes]:
 __all__ = [
     "ANN_DIMS",
     "ENTRY_COLUMNS",
+    "EntryWriter",
     "ann_top",
     "cosines",
     "current_vectors",
@@ -325,6 +359,7 @@ __all__ = [
     "links",
     "move",
     "node_rows",
+    "prepare_entries",
     "put_vectors",
     "read_state",
     "rebuild_postings",

@@ -128,6 +128,24 @@ def insert_entries(conn: sqlite3.Connection, rows: Sequence[tuple]) -> None:
     )
 
 
+class EntryWriter:
+    """`treeindex_pg.EntryWriter`'s interface: FTS5 cuts and counts inside SQLite, so nothing is
+    prepared ahead and there are no statistics to add up."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @staticmethod
+    def prepare(rows: Sequence[tuple]) -> None:
+        return None
+
+    def write(self, part: Sequence[tuple], prepared: None = None) -> None:
+        insert_entries(self.conn, part)
+
+    def close(self) -> None:
+        return None
+
+
 def links(conn: sqlite3.Connection, tree: str) -> list[tuple[int, str, str | None, int, int]]:
     """(rid, id, parent, leaf, leaves) of every entry: the tree's shape, for the leaf counts."""
     return conn.execute(

@@ -222,3 +222,81 @@ def test_cache_and_ledger_rows_commit_without_waiting_for_the_disk_and_nothing_e
         assert store.cache_get("k") is not None and store.query("SELECT COUNT(*) FROM llm_calls")[0][0] == 1
     finally:
         store.close()
+
+
+def test_a_model_calls_cache_read_is_one_statement_and_its_writes_one_pipeline(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a transaction of the thread, `cache_get` runs in autocommit (no BEGIN/COMMIT round
+    trips) and the cache and ledger writes are sent as one pipeline each (BEGIN, settings, INSERT,
+    COMMIT: one round trip); inside the thread's transaction all three join it, and see its rows."""
+    from knowtree.llm.base import Completion
+    from knowtree.store import pgconn
+    from knowtree.types import Usage
+
+    store = PostgresStore(pg_url)
+    seen: list[tuple[str, bool, bool]] = []
+    real = pgconn.Connection.execute
+
+    def spy(self: pgconn.Connection, sql: str, args: Any = ()) -> Any:
+        if "llm_" in sql:
+            seen.append((sql.split()[0], self.raw.autocommit, self.raw.pgconn.pipeline_status != 0))
+        return real(self, sql, args)
+
+    monkeypatch.setattr(pgconn.Connection, "execute", spy)
+    reply = Completion(text="x", input_tokens=1, output_tokens=1, finish_reason="stop")
+    try:
+        assert store.cache_get("k") is None
+        store.cache_put("k", "m", reply)
+        store.record_call(run_id=None, key="k", model_id="m", purpose="p", cached=False, usage=Usage(calls=1),
+                          error=None)
+        assert seen == [("SELECT", True, False), ("INSERT", False, True), ("INSERT", False, True)]
+        assert store.cache_get("k") is not None
+        seen.clear()
+        with store.transaction():  # nested: the thread's own transaction, its rows visible
+            store.cache_put("k2", "m", reply)
+            assert store.cache_get("k2") is not None
+        assert seen == [("INSERT", False, False), ("SELECT", False, False)]
+        assert store.query("SELECT COUNT(*) FROM llm_cache")[0][0] == 2
+        with store.transaction():  # a failed nested write rolls back with the transaction
+            store.cache_put("k3", "m", reply)
+            store.query("SELECT 1")
+        with pytest.raises(psycopg.Error), store.transaction():
+            store.cache_put("k4", "m", reply)
+            store.query("SELECT no_such_column FROM llm_cache")
+        assert store.cache_get("k4") is None and store.cache_get("k3") is not None
+    finally:
+        store.close()
+
+
+def test_entries_written_in_many_batches_have_the_statistics_and_ranking_of_one(pg_url: str) -> None:
+    """`write_entries` in batches of 3 (each batch's terms cut ahead in a thread, the statistics
+    upserted once at the end) stores what one `insert_entries` of every row stores: the same
+    postings, document frequencies, totals and BM25 ranking."""
+    from knowtree.retrieve.indexwrite import write_entries
+    from knowtree.store import treeindex_pg
+
+    words = "budget launch review ticket owner deploy cache index invoice region".split()
+    texts = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(5 + i % 4)) for i in range(20)]
+
+    def rows(tree: str) -> list[tuple]:
+        return [(tree, f"e{i}", f"n{i}", None, 1, i, f"h{i}", f"b{i}", t, "ctx" if i % 2 else "", "{}", "")
+                for i, t in enumerate(texts)]
+
+    store = PostgresStore(pg_url)
+    try:
+        with store.transaction() as c:
+            treeindex_pg.insert_entries(c, rows("one"))
+            write_entries(c, "many", rows("many"), None, batch=3)
+        for table, cols in (("tree_index_df", "term, docs"), ("tree_index_stats", "entries, tokens")):
+            one, many = (store.query(f"SELECT {cols} FROM {table} WHERE tree = ? ORDER BY 1", (t,))
+                         for t in ("one", "many"))
+            assert one == many and one
+        postings = "SELECT t.id, p.term, p.tf, p.len FROM tree_index_terms p JOIN tree_index t ON t.rid = p.rid"
+        one, many = (sorted(store.query(f"{postings} WHERE p.tree = ?", (t,))) for t in ("one", "many"))
+        assert one == many
+        with store.transaction() as c:
+            for query in (["budget", "owner"], ["invoice"], ["ctx", "deploy", "region"]):
+                assert treeindex_pg.lexical(c, "one", query, 10) == treeindex_pg.lexical(c, "many", query, 10)
+    finally:
+        store.close()

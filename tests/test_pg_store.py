@@ -258,9 +258,10 @@ def test_a_model_calls_cache_read_is_one_statement_and_its_writes_one_pipeline(
             assert store.cache_get("k2") is not None
         assert seen == [("INSERT", False, False), ("SELECT", False, False)]
         assert store.query("SELECT COUNT(*) FROM llm_cache")[0][0] == 2
-        with store.transaction():  # a failed nested write rolls back with the transaction
+        with store.transaction():
             store.cache_put("k3", "m", reply)
             store.query("SELECT 1")
+        # a nested write in a transaction that fails is rolled back with it
         with pytest.raises(psycopg.Error), store.transaction():
             store.cache_put("k4", "m", reply)
             store.query("SELECT no_such_column FROM llm_cache")

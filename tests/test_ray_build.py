@@ -64,30 +64,39 @@ def cluster() -> Iterator[str]:
 
 
 def stop_processes_naming(marker: str, grace: float = 15.0) -> list[int]:
-    """End every process whose command line holds `marker` (the test cluster's temporary folder: its
-    GCS, raylets and agents name it), SIGTERM first, SIGKILL after `grace` seconds; their Ray worker
-    processes exit with their raylet. Returns the pids signalled."""
+    """End every process whose command line or open files name `marker` (the test cluster's
+    temporary folder: the GCS and raylets name it in their arguments; the dashboard and runtime-env
+    agents rename themselves `ray::…` but keep their logs there open, and outlive their raylet),
+    SIGTERM first, SIGKILL after `grace` seconds; the Ray worker processes exit with their raylet.
+    Returns the pids signalled."""
+    def names(entry: Path) -> bool:
+        if marker.encode() in (entry / "cmdline").read_bytes():
+            return True
+        for fd in (entry / "fd").iterdir():
+            with contextlib.suppress(OSError):  # closed meanwhile
+                if marker in os.readlink(fd):
+                    return True
+        return False
+
     def naming() -> list[int]:
         pids = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
+            with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+                if names(entry):
                     pids.append(int(entry.name))
-            except OSError:  # gone meanwhile, or not ours to read
-                continue
         return pids
 
-    signalled = naming()
+    signalled = left = naming()
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in naming():
+        for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + grace
-        while naming() and time.monotonic() < deadline:
+        while (left := naming()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if not naming():
+        if not left:
             break
     return signalled
 
@@ -380,16 +389,22 @@ def test_a_worker_with_the_ray_executor_runs_a_server_kb_build_on_the_cluster(tm
 
 
 def test_the_cluster_fixture_stops_only_the_processes_naming_its_folder(tmp_path: Path) -> None:
-    """`stop_processes_naming` ends the processes whose command line holds its marker, and no other
-    (a Ray cluster of a benchmark or a user beside the tests stays up)."""
+    """`stop_processes_naming` ends the processes whose command line or open files name its marker
+    (a Ray agent renames itself but keeps its log there open), and no other (a Ray cluster of a
+    benchmark or a user beside the tests stays up)."""
     sleeper = "import sys, time; time.sleep(120)"
+    holder = "import os, time; f = open(os.environ['KT_LOG'], 'w'); time.sleep(120)"
+    (tmp_path / "ktray-ours").mkdir()
     ours = subprocess.Popen([sys.executable, "-c", sleeper, str(tmp_path / "ktray-ours")])
+    agent = subprocess.Popen([sys.executable, "-c", holder],
+                             env={**os.environ, "KT_LOG": str(tmp_path / "ktray-ours" / "agent.log")})
     theirs = subprocess.Popen([sys.executable, "-c", sleeper, str(tmp_path / "ktray-theirs")])
     try:
         time.sleep(0.5)
-        assert stop_processes_naming(str(tmp_path / "ktray-ours")) == [ours.pid]
-        assert ours.wait(10) == -signal.SIGTERM
+        assert sorted(stop_processes_naming(str(tmp_path / "ktray-ours"))) == sorted([ours.pid, agent.pid])
+        assert ours.wait(10) == -signal.SIGTERM and agent.wait(10) == -signal.SIGTERM
         assert theirs.poll() is None
     finally:
-        theirs.kill()
-        theirs.wait(10)
+        for proc in (ours, agent, theirs):
+            proc.kill()
+            proc.wait(10)

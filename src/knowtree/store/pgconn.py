@@ -118,23 +118,20 @@ class Cursor:
     # a statement that returns no rows reads as none, as sqlite3's does (psycopg raises). Asked, not
     # checked beforehand: in a pipeline a statement's description is only known once its result is
     # fetched (the fetch sends the pipeline's sync)
-    def fetchone(self) -> tuple | None:
+    def _rows(self, fetch: Any, none: Any) -> Any:
         try:
-            return self._cur.fetchone()
+            return fetch()
         except psycopg.ProgrammingError:
-            return None
+            return none
+
+    def fetchone(self) -> tuple | None:
+        return self._rows(self._cur.fetchone, None)
 
     def fetchall(self) -> list[tuple]:
-        try:
-            return self._cur.fetchall()
-        except psycopg.ProgrammingError:
-            return []
+        return self._rows(self._cur.fetchall, [])
 
     def fetchmany(self, size: int = 1) -> list[tuple]:
-        try:
-            return self._cur.fetchmany(size)
-        except psycopg.ProgrammingError:
-            return []
+        return self._rows(lambda: self._cur.fetchmany(size), [])
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self.fetchall())

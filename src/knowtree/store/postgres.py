@@ -84,7 +84,7 @@ class PostgresStore(SQLStoreBase):
         savepoint), or one from the pool for the time of the block."""
         from knowtree.store.pgconn import Connection
 
-        current = getattr(self._local, "conn", None)
+        current = self._current()
         if current is not None:
             with current.raw.transaction():
                 yield current
@@ -97,6 +97,10 @@ class PostgresStore(SQLStoreBase):
                     yield handle
             finally:
                 self._local.conn = None
+
+    def _current(self) -> Any:
+        """This thread's connection while it is inside a transaction of this store, else None."""
+        return getattr(self._local, "conn", None)
 
     @contextmanager
     def _pooled(self) -> Iterator[Any]:
@@ -118,7 +122,7 @@ class PostgresStore(SQLStoreBase):
         """One statement: outside a transaction of this thread it runs in autocommit, one round trip
         (a transaction around it added BEGIN and COMMIT: two more, on every model call's cache
         lookup); inside one, in it."""
-        if getattr(self._local, "conn", None) is not None:
+        if self._current() is not None:
             return super()._query(sql, args)
         from knowtree.store.pgconn import Connection
 
@@ -136,7 +140,7 @@ class PostgresStore(SQLStoreBase):
         the settings, the statements and COMMIT sent in one pipeline, one round trip instead of
         four (each model call writes two of them: on a machine shared by many workers' threads
         the round trips, not the model, were most of a call's own time)."""
-        if getattr(self._local, "conn", None) is not None:
+        if self._current() is not None:
             with super()._derived_tx() as c:
                 yield c
             return

@@ -229,7 +229,8 @@ def test_a_model_calls_cache_read_is_one_statement_and_its_writes_one_pipeline(
 ) -> None:
     """Outside a transaction of the thread, `cache_get` runs in autocommit (no BEGIN/COMMIT round
     trips) and the cache and ledger writes are sent as one pipeline each (BEGIN, settings, INSERT,
-    COMMIT: one round trip); inside the thread's transaction all three join it, and see its rows."""
+    COMMIT: one round trip), a fresh reply's two rows (`put_reply`) as one pipeline together; inside
+    the thread's transaction all of them join it, and see its rows."""
     from knowtree.llm.base import Completion
     from knowtree.store import pgconn
     from knowtree.types import Usage
@@ -253,11 +254,24 @@ def test_a_model_calls_cache_read_is_one_statement_and_its_writes_one_pipeline(
         assert seen == [("SELECT", True, False), ("INSERT", False, True), ("INSERT", False, True)]
         assert store.cache_get("k") is not None
         seen.clear()
+        pipelines: list[Any] = []  # the objects, kept alive: two pipelines cannot share an id
+
+        def spy_pipeline(self: pgconn.Connection, sql: str, args: Any = ()) -> Any:
+            pipelines.append(self.raw._pipeline)  # the psycopg pipeline the statement was sent in
+            return spy(self, sql, args)
+
+        monkeypatch.setattr(pgconn.Connection, "execute", spy_pipeline)
+        store.put_reply("k5", "m", reply, run_id=None, purpose="p", usage=Usage(calls=1))
+        assert seen == [("INSERT", False, True), ("INSERT", False, True)] and len({id(p) for p in pipelines}) == 1
+        assert store.cache_get("k5") is not None
+        assert store.query("SELECT COUNT(*) FROM llm_calls WHERE key = 'k5' AND cached = 0")[0][0] == 1
+        monkeypatch.setattr(pgconn.Connection, "execute", spy)
+        seen.clear()
         with store.transaction():  # nested: the thread's own transaction, its rows visible
             store.cache_put("k2", "m", reply)
             assert store.cache_get("k2") is not None
         assert seen == [("INSERT", False, False), ("SELECT", False, False)]
-        assert store.query("SELECT COUNT(*) FROM llm_cache")[0][0] == 2
+        assert store.query("SELECT COUNT(*) FROM llm_cache")[0][0] == 3
         with store.transaction():
             store.cache_put("k3", "m", reply)
             store.query("SELECT 1")

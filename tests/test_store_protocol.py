@@ -230,3 +230,10 @@ def test_cache_ledger_and_runs(store: Store) -> None:
     assert runs[0]["status"] == "running"  # this process is alive
     assert [r["id"] for r in store.runs(tree="t")] == [first] and len(store.runs(limit=1)) == 1
     assert runs[1]["usage"] == total.model_dump()  # type: ignore[comparison-overlap]
+    # a fresh reply: its cache row and its ledger row in one write
+    third = store.start_run("build", "t")
+    store.put_reply("k2", "m1", done, run_id=third, purpose="p", usage=usage)
+    assert store.cache_get("k2") == done
+    fresh = store.run_usage(third)
+    assert (fresh.calls, fresh.cached, fresh.input_tokens) == (1, 0, 10)
+    store.finish_run(third, "ok")

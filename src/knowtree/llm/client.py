@@ -67,6 +67,12 @@ class CallStore(Protocol):
         error: str | None,
     ) -> None: ...
 
+    def put_reply(
+        self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
+    ) -> None:
+        """A fresh reply: `cache_put` and its `record_call` (not cached, no error) in one write."""
+        ...
+
 
 class MemoryCallStore:
     """A CallStore kept in memory: for the Python API without a database, and for tests."""
@@ -91,6 +97,14 @@ class MemoryCallStore:
     def record_call(self, **kwargs: Any) -> None:
         with self._lock:
             self.calls.append(kwargs)
+
+    def put_reply(
+        self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
+    ) -> None:
+        with self._lock:
+            self.cache[key] = completion
+            self.calls.append({"run_id": run_id, "key": key, "model_id": model_id, "purpose": purpose,
+                               "cached": False, "usage": usage, "error": None})
 
 
 @dataclass
@@ -251,8 +265,7 @@ class LLMClient:
             / 1e6,
         )
         # every reply is kept: a truncated or invalid one is followed by a different request anyway
-        self.store.cache_put(key, self.model.id, completion)
-        self._account(usage, key, purpose, cached=False, error=None, ticket=ticket)
+        self._account(usage, key, purpose, cached=False, error=None, ticket=ticket, reply=completion)
         return completion, usage, False
 
     def _reserve(self, request: Request) -> int:
@@ -316,20 +329,26 @@ class LLMClient:
         cached: bool,
         error: str | None,
         ticket: int | None = None,
+        reply: Completion | None = None,
     ) -> None:
+        """Count a call and write its ledger row; `reply`, a fresh completion, is cached in the same
+        write (one transaction, on PostgreSQL one round trip: a model call's own store time)."""
         with self._lock:
             self.usage.add(usage)
             if ticket is not None:  # the reserved share becomes real usage in one step
                 self._pending.pop(ticket, None)
-        self.store.record_call(
-            run_id=self.run_id,
-            key=key,
-            model_id=self.model.id,
-            purpose=purpose,
-            cached=cached,
-            usage=usage,
-            error=error,
-        )
+        if reply is not None:
+            self.store.put_reply(key, self.model.id, reply, run_id=self.run_id, purpose=purpose, usage=usage)
+        else:
+            self.store.record_call(
+                run_id=self.run_id,
+                key=key,
+                model_id=self.model.id,
+                purpose=purpose,
+                cached=cached,
+                usage=usage,
+                error=error,
+            )
         for listener in self.listeners:
             listener(usage, cached)
 

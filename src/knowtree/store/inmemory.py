@@ -249,6 +249,12 @@ class InMemoryStore:
     ) -> None:
         self._calls.append((run_id, cached, usage))
 
+    def put_reply(
+        self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
+    ) -> None:
+        self._cache[key] = completion
+        self._calls.append((run_id, False, usage))
+
     # -- runs ------------------------------------------------------------------------------------
     def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
         run_id = uuid.uuid4().hex[:12]

@@ -162,6 +162,12 @@ class Store(Protocol):
         error: str | None,
     ) -> None: ...
 
+    def put_reply(
+        self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
+    ) -> None:
+        """A fresh reply: `cache_put` and its (uncached, error-free) `record_call` in one write."""
+        ...
+
     # -- runs ------------------------------------------------------------------------------------
     def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
         """Open a run about `tree` (a knowledge base with `space="kb"`); returns its id."""

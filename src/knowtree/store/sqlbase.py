@@ -351,12 +351,7 @@ class SQLStoreBase(ABC):
 
     def cache_put(self, key: str, model_id: str, completion: Completion) -> None:
         with self._derived_tx() as c:
-            c.execute(
-                "INSERT INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET model = excluded.model,"
-                " completion_json = excluded.completion_json, created = excluded.created",
-                (key, model_id, completion.model_dump_json(), _now()),
-            )
+            self._cache_row(c, key, model_id, completion)
 
     def cache_delete(self, keys: list[str]) -> None:
         with self._tx() as c:
@@ -374,23 +369,54 @@ class SQLStoreBase(ABC):
         error: str | None,
     ) -> None:
         with self._derived_tx() as c:
-            c.execute(
-                "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
-                " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    key,
-                    model_id,
-                    purpose,
-                    int(cached),
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.seconds,
-                    usage.cost_usd,
-                    error,
-                    _now(),
-                ),
-            )
+            self._call_row(c, run_id, key, model_id, purpose, cached, usage, error)
+
+    def put_reply(
+        self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
+    ) -> None:
+        """A model's fresh reply: its cache row and its ledger row in one transaction (on PostgreSQL
+        one pipeline, one round trip): neither is kept without the other."""
+        with self._derived_tx() as c:
+            self._cache_row(c, key, model_id, completion)
+            self._call_row(c, run_id, key, model_id, purpose, False, usage, None)
+
+    @staticmethod
+    def _cache_row(c: Any, key: str, model_id: str, completion: Completion) -> None:
+        c.execute(
+            "INSERT INTO llm_cache(key, model, completion_json, created) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET model = excluded.model,"
+            " completion_json = excluded.completion_json, created = excluded.created",
+            (key, model_id, completion.model_dump_json(), _now()),
+        )
+
+    @staticmethod
+    def _call_row(
+        c: Any,
+        run_id: str | None,
+        key: str,
+        model_id: str,
+        purpose: str,
+        cached: bool,
+        usage: Usage,
+        error: str | None,
+    ) -> None:
+        c.execute(
+            "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
+            " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                key,
+                model_id,
+                purpose,
+                int(cached),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.seconds,
+                usage.cost_usd,
+                error,
+                _now(),
+            ),
+        )
 
     def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:
         """Record a run about `tree` (a knowledge base's name with `space="kb"`) as 'running' with

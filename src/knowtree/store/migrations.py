@@ -476,17 +476,26 @@ def too_new(version: int) -> StoreError:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the database to the latest schema; returns the version it is at."""
+    """Bring the database to the latest schema; returns the version it is at.
+
+    Each step runs in `BEGIN IMMEDIATE` (the file's write lock first, waiting up to the busy
+    timeout) and reads the version again inside it: processes that open one new file at once (a
+    build's driver and its Ray workers, two CLI commands) apply each step once, one after another;
+    the version read before the lock could be stale, and a second `ALTER TABLE … ADD COLUMN` failed."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
         raise too_new(version)
-    for number in range(version + 1, len(MIGRATIONS) + 1):
-        script = script_for(MIGRATIONS[number - 1], "sqlite")
-        conn.execute("BEGIN")
+    while version < len(MIGRATIONS):
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in split_script(script):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {number}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise too_new(version)
+            if version < len(MIGRATIONS):  # else another process finished it while this one waited
+                version += 1
+                for statement in split_script(script_for(MIGRATIONS[version - 1], "sqlite")):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
         except Exception:
             conn.execute("ROLLBACK")

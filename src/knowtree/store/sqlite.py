@@ -6,8 +6,10 @@ connection (one connection, one lock, `BEGIN IMMEDIATE` write transactions) and 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +28,38 @@ TreeHook = Callable[[sqlite3.Connection, str], object]
 __all__ = ["SQLiteStore", "TreeHook"]
 
 
+def _create(path: str, busy_timeout: float) -> None:
+    """Make the database at `path` when there is none: migrated and stamped in a file of its own
+    beside it, then hard-linked into place (never over a file that appeared meanwhile: the process
+    that linked first made it, and this one opens that). `sqlite3.connect` on the path itself left an
+    empty file there until its first write, and a second process opening the path in that moment (a
+    build's Ray workers, two commands started together) refused it as "empty file, not a knowtree
+    database". Where the file system has no hard links the path is opened directly, as before."""
+    if os.path.exists(path):
+        return
+    staged = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new"
+    try:
+        conn = sqlite3.connect(staged, isolation_level=None, timeout=busy_timeout)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open the database ({exc})") from exc
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        migrate(conn)
+        mark(conn)
+        conn.close()  # the last connection: its WAL is checkpointed into the file and removed
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            pass  # another process made it first
+        except OSError:
+            pass  # no hard links here: sqlite3.connect makes the file at its path
+    finally:
+        conn.close()
+        for leftover in (staged, f"{staged}-wal", f"{staged}-shm"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+
+
 class SQLiteStore(SQLStoreBase):
     """Thread-safe (one connection, one lock); every write is its own transaction."""
 
@@ -34,7 +68,10 @@ class SQLiteStore(SQLStoreBase):
     def __init__(self, path: str | Path, *, busy_timeout: float = 120.0) -> None:
         super().__init__()
         self.path = str(path)
-        preflight(self.path)  # an empty, foreign or damaged file is refused before anything touches it
+        # an empty, foreign or damaged file is refused before anything touches it; a new one appears
+        # at its path complete (another process opening the same new path never sees it empty)
+        if preflight(self.path) and self.path != ":memory:" and not self.path.startswith("file:"):
+            _create(self.path, busy_timeout)
         try:
             self._conn = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout

@@ -450,16 +450,8 @@ from knowtree.store.flat_tables import (  # noqa: E402  (re-exported: callers im
 )
 
 __all__ = [
-    "INDEX_NAME",
-    "LEXICAL_TOKENIZER",
-    "MIGRATIONS",
-    "Step",
-    "create_lexical_index",
-    "create_vector_index",
-    "migrate",
-    "script_for",
-    "split_script",
-    "too_new",
+    "INDEX_NAME", "LEXICAL_TOKENIZER", "MIGRATIONS", "Step", "create_lexical_index", "create_vector_index",
+    "migrate", "script_for", "split_script", "too_new",
 ]
 
 
@@ -476,22 +468,17 @@ def too_new(version: int) -> StoreError:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the database to the latest schema; returns the version it is at.
-
-    Each step runs in `BEGIN IMMEDIATE` (the file's write lock first, waiting up to the busy
-    timeout) and reads the version again inside it: processes that open one new file at once (a
-    build's driver and its Ray workers, two CLI commands) apply each step once, one after another;
-    the version read before the lock could be stale, and a second `ALTER TABLE … ADD COLUMN` failed."""
+    """Bring the database to the latest schema; returns the version it is at. Each step reads the
+    version again under `BEGIN IMMEDIATE`: processes opening one new file at once (a build's driver
+    and its Ray workers) apply it once (a version read before the lock applied one step twice)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > len(MIGRATIONS):
-        raise too_new(version)
-    while version < len(MIGRATIONS):
+    while version != len(MIGRATIONS):
+        if version > len(MIGRATIONS):
+            raise too_new(version)
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > len(MIGRATIONS):
-                raise too_new(version)
-            if version < len(MIGRATIONS):  # else another process finished it while this one waited
+            if version < len(MIGRATIONS):  # else another process finished it meanwhile
                 version += 1
                 for statement in split_script(script_for(MIGRATIONS[version - 1], "sqlite")):
                     conn.execute(statement)
@@ -500,7 +487,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         except Exception:
             conn.execute("ROLLBACK")
             raise
-    return len(MIGRATIONS)
+    return version
 
 
 def split_script(script: str) -> list[str]:

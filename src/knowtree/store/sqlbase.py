@@ -369,7 +369,7 @@ class SQLStoreBase(ABC):
         error: str | None,
     ) -> None:
         with self._derived_tx() as c:
-            self._call_row(c, run_id, key, model_id, purpose, cached, usage, error)
+            self._call_row(c, (run_id, key, model_id, purpose, cached, usage, error))
 
     def put_reply(
         self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
@@ -378,7 +378,7 @@ class SQLStoreBase(ABC):
         one pipeline, one round trip): neither is kept without the other."""
         with self._derived_tx() as c:
             self._cache_row(c, key, model_id, completion)
-            self._call_row(c, run_id, key, model_id, purpose, False, usage, None)
+            self._call_row(c, (run_id, key, model_id, purpose, False, usage, None))
 
     @staticmethod
     def _cache_row(c: Any, key: str, model_id: str, completion: Completion) -> None:
@@ -390,32 +390,14 @@ class SQLStoreBase(ABC):
         )
 
     @staticmethod
-    def _call_row(
-        c: Any,
-        run_id: str | None,
-        key: str,
-        model_id: str,
-        purpose: str,
-        cached: bool,
-        usage: Usage,
-        error: str | None,
-    ) -> None:
+    def _call_row(c: Any, call: tuple[str | None, str, str, str, bool, Usage, str | None]) -> None:
+        """The ledger row of `call`: (run id, key, model id, purpose, cached, usage, error)."""
+        run_id, key, model_id, purpose, cached, usage, error = call
         c.execute(
             "INSERT INTO llm_calls(run_id, key, model, purpose, cached, input_tokens, output_tokens,"
             " seconds, cost_usd, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                key,
-                model_id,
-                purpose,
-                int(cached),
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.seconds,
-                usage.cost_usd,
-                error,
-                _now(),
-            ),
+            (run_id, key, model_id, purpose, int(cached), usage.input_tokens, usage.output_tokens,
+             usage.seconds, usage.cost_usd, error, _now()),
         )
 
     def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:

@@ -101,10 +101,9 @@ class MemoryCallStore:
     def put_reply(
         self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
     ) -> None:
-        with self._lock:
-            self.cache[key] = completion
-            self.calls.append({"run_id": run_id, "key": key, "model_id": model_id, "purpose": purpose,
-                               "cached": False, "usage": usage, "error": None})
+        self.cache_put(key, model_id, completion)
+        self.record_call(run_id=run_id, key=key, model_id=model_id, purpose=purpose, cached=False, usage=usage,
+                         error=None)
 
 
 @dataclass

@@ -252,8 +252,9 @@ class InMemoryStore:
     def put_reply(
         self, key: str, model_id: str, completion: Completion, *, run_id: str | None, purpose: str, usage: Usage
     ) -> None:
-        self._cache[key] = completion
-        self._calls.append((run_id, False, usage))
+        self.cache_put(key, model_id, completion)
+        self.record_call(run_id=run_id, key=key, model_id=model_id, purpose=purpose, cached=False, usage=usage,
+                         error=None)
 
     # -- runs ------------------------------------------------------------------------------------
     def start_run(self, kind: str, tree: str | None, detail: str = "", *, space: str = "tree") -> str:

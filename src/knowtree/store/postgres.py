@@ -138,7 +138,7 @@ class PostgresStore(SQLStoreBase):
     def _derived_tx(self) -> Iterator[Any]:
         """A cache or ledger write (`_derived_write`'s) outside a transaction of this thread: BEGIN,
         the settings, the statements and COMMIT sent in one pipeline, one round trip instead of
-        four (each model call writes two of them: on a machine shared by many workers' threads
+        four (each model call writes one, `put_reply`'s two rows: on a machine shared by many workers' threads
         the round trips, not the model, were most of a call's own time)."""
         if self._current() is not None:
             with super()._derived_tx() as c:

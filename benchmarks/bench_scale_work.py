@@ -86,7 +86,13 @@ def _build(url: str, corpus_dir: Path, tree: str, model: str, concurrency: int, 
     wall = time.perf_counter() - started
     if out.returncode:
         raise SystemExit(f"build failed: {out.stderr[-2000:]}")
-    report = json.loads(out.stdout)
+    try:
+        report = json.loads(out.stdout)
+    except json.JSONDecodeError:  # seen once (concurrency 1, 200k, Ray): keep what came, to find why
+        keep = Path(tempfile.mkdtemp(prefix="kt-build-out-"))
+        (keep / "stdout.txt").write_text(out.stdout)
+        (keep / "stderr.txt").write_text(out.stderr)
+        raise SystemExit(f"build printed no JSON report ({len(out.stdout)} characters on stdout): see {keep}") from None
     return {"wall_s": round(wall, 1), "nodes": report["nodes"], "leaves": report["leaves"],
             "calls": report["usage"]["calls"], "cached": report["usage"]["cached"]}
 

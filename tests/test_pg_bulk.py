@@ -39,8 +39,9 @@ def _dump(url: str, tree: str) -> dict[str, Any]:
                 " FROM tree_index WHERE tree = %s"
             ),
             "postings": rows(
-                "SELECT t.id, p.term, p.tf, p.len FROM tree_index_terms p JOIN tree_index t ON t.rid = p.rid"
-                " WHERE p.tree = %s"
+                "SELECT t.id, p.term, p.tf, p.len FROM (SELECT b.tree, b.term, u.rid, u.tf, u.len"
+                " FROM tree_index_postings b, unnest(b.rids, b.tfs, b.lens) AS u(rid, tf, len)) p"
+                " JOIN tree_index t ON t.rid = p.rid WHERE p.tree = %s"
             ),
             "df": rows("SELECT term, docs FROM tree_index_df WHERE tree = %s"),
             "stats": rows("SELECT entries, tokens FROM tree_index_stats WHERE tree = %s"),

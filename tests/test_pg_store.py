@@ -307,7 +307,10 @@ def test_entries_written_in_many_batches_have_the_statistics_and_ranking_of_one(
             one, many = (store.query(f"SELECT {cols} FROM {table} WHERE tree = ? ORDER BY 1", (t,))
                          for t in ("one", "many"))
             assert one == many and one
-        postings = "SELECT t.id, p.term, p.tf, p.len FROM tree_index_terms p JOIN tree_index t ON t.rid = p.rid"
+        postings = (
+            "SELECT t.id, p.term, p.tf, p.len FROM (SELECT b.tree, b.term, u.rid, u.tf, u.len FROM tree_index_postings b,"
+            " unnest(b.rids, b.tfs, b.lens) AS u(rid, tf, len)) p JOIN tree_index t ON t.rid = p.rid"
+        )
         one, many = (sorted(store.query(f"{postings} WHERE p.tree = ?", (t,))) for t in ("one", "many"))
         assert one == many
         with store.transaction() as c:

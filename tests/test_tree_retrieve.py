@@ -284,7 +284,11 @@ def _postings_consistent(c: Any) -> None:
     fresh = sorted(
         (r[0], term, r[1], tf, n) for r, (terms, n) in zip(rows, counted, strict=True) for term, tf in terms.items()
     )
-    assert sorted(c.execute("SELECT tree, term, rid, tf, len FROM tree_index_terms").fetchall()) == fresh and fresh
+    postings = (
+        "SELECT b.tree, b.term, u.rid, u.tf, u.len FROM tree_index_postings b,"
+        " unnest(b.rids, b.tfs, b.lens) AS u(rid, tf, len)"
+    )
+    assert sorted(c.execute(postings).fetchall()) == fresh and fresh
     df = Counter((tree, term) for tree, term, *_ in fresh)
     assert dict(((t, w), n) for t, w, n in c.execute("SELECT tree, term, docs FROM tree_index_df WHERE docs <> 0")) == df
     sizes: dict[str, list[int]] = {}
@@ -656,7 +660,7 @@ def test_removing_a_tree_removes_its_index(tmp_path: Path) -> None:
         derived = (
             ("tree_index_fts",)
             if dialect_of(kt.store) == "sqlite"
-            else ("tree_index_terms", "tree_index_df", "tree_index_stats")
+            else ("tree_index_postings", "tree_index_df", "tree_index_stats")
         )
         tables = (*derived, "tree_index_vec", "tree_index_state")
         left = kt.store.read(

@@ -5,7 +5,9 @@ Every text is cut into terms as FTS5's `porter unicode61 remove_diacritics 2` to
 (`fts_token_lists`: by that very tokenizer, in an in-memory SQLite; PyStemmer's 'porter' differed
 from FTS5's on 34 of 160 FinanceBench pages, e.g. technologi/technolog). A set of `Postings` tables
 holds, per index key (a tree, a named flat index): `terms(key, term, rid, tf, len)` (a term's count
-in a row, the row's length in tokens), `df(key, term, docs)` and `stats(key, entries, tokens)`.
+in a row, the row's length in tokens), `df(key, term, docs)` and `stats(key, entries, tokens)`. The
+tree index keeps its postings in blocks instead (`Postings.blocks`: a row per term and block of row
+ids, the three columns as arrays; store/bm25_blocks.py), read as the same (rid, tf, len) rows.
 A query's score is FTS5's:
 
     bm25(e) = Σ_terms idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len(e)/avgdl)),  k1 = 1.2, b = 0.75
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from knowtree.store import bm25_blocks
 from knowtree.store.fts_terms import create_tokenizer
 from knowtree.store.pgbulk import staged_upsert
 from knowtree.store.rows import in_batches
@@ -42,6 +45,8 @@ class Postings:
     df: str
     stats: str
     key: str
+    #: `terms(key, term, seg, rids, tfs, lens)`, a row per term and block (store/bm25_blocks.py)
+    blocks: bool = False
 
 
 def fts_token_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -108,6 +113,8 @@ def copy_cut_postings(
 ) -> Counter[str]:
     """COPY postings from `cut_postings` (positions mapped to `rids`) as text written here, in term
     order (the primary key's: its pages filled in order); returns {term: rows holding it}."""
+    if p.blocks:
+        return bm25_blocks.copy_blocks(conn, p.terms, p.key, key, bm25_blocks.blocks_of_cut(rids, cut, lengths))
     docs: Counter[str] = Counter()
     prefix = copy_text(key) + "\t"
     sql = f"COPY {p.terms} ({p.key}, term, rid, tf, len) FROM STDIN"
@@ -139,6 +146,9 @@ def copy_postings(
     conn: Any, p: Postings, key: str, rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]
 ) -> None:
     """COPY the postings of new rows (bulk: several times faster than INSERTs); no statistics."""
+    if p.blocks:
+        bm25_blocks.copy_blocks(conn, p.terms, p.key, key, bm25_blocks.blocks_of_counts(rids, counted))
+        return
     postings = (
         (key, term, rid, tf, length)
         for rid, (terms, length) in zip(rids, counted, strict=True)
@@ -162,15 +172,19 @@ def remove_postings(
     if not part:
         return
     by_key: dict[str, Counter[str]] = {}
-    for key, term in conn.execute(
-        f"SELECT {p.key}, term FROM {p.terms} WHERE rid IN ({marks})", part
-    ).fetchall():
-        by_key.setdefault(key, Counter())[term] += 1
+    if p.blocks:
+        by_key = bm25_blocks.remove_from_blocks(conn, p.terms, p.key, part)
+    else:
+        for key, term in conn.execute(
+            f"SELECT {p.key}, term FROM {p.terms} WHERE rid IN ({marks})", part
+        ).fetchall():
+            by_key.setdefault(key, Counter())[term] += 1
     for key, docs in by_key.items():
         _add_df(conn, p, key, docs, -1)
     for key, n, tokens in sizes:
         _add_stats(conn, p, key, -int(n), -int(tokens))
-    conn.execute(f"DELETE FROM {p.terms} WHERE rid IN ({marks})", part)
+    if not p.blocks:
+        conn.execute(f"DELETE FROM {p.terms} WHERE rid IN ({marks})", part)
 
 
 def drop_postings(conn: Any, p: Postings, key: str) -> None:
@@ -233,10 +247,12 @@ def weighted_query(conn: Any, p: Postings, key: str, terms: Sequence[str]) -> tu
         return None
     weights = [idf(n, docs.get(t, 0)) for t in tokens]
     args: list[object] = [K1 + 1, K1, 1 - B, B, avgdl, tokens, weights, key]
-    return args, (
-        f"SELECT p.rid, SUM(q.w * p.tf * ? / (p.tf + ? * (? + ? * p.len / ?))) AS score FROM {p.terms} p"
-        f" JOIN unnest(?::text[], ?::float8[]) AS q(term, w) ON p.term = q.term WHERE p.{p.key} = ?"
+    source = (
+        bm25_blocks.score_from(p.terms, p.key)
+        if p.blocks
+        else f" FROM {p.terms} p JOIN unnest(?::text[], ?::float8[]) AS q(term, w) ON p.term = q.term WHERE p.{p.key} = ?"
     )
+    return args, f"SELECT p.rid, SUM(q.w * p.tf * ? / (p.tf + ? * (? + ? * p.len / ?))) AS score{source}"
 
 
 __all__ = [

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from knowtree.errors import StoreError
 from knowtree.store.migrations_flat import FLAT_PG_SCHEMA
+from knowtree.store.migrations_postings import POSTINGS_BLOCKS_PG
 
 
 @dataclass(frozen=True)
@@ -439,6 +440,7 @@ MIGRATIONS: list[str | Step] = [
         postgresql="".join(f"DROP INDEX IF EXISTS tree_index_vec_hnsw_{d};\n" for d in (256, 384, 512, 768, 1024, 1536))
         + "UPDATE tree_index_state SET signature = '' WHERE entries >= 50000;\n",
     ),
+    Step("", POSTINGS_BLOCKS_PG),  # the tree index's postings in blocks of row ids (store/bm25_blocks.py)
 ]
 
 # the tables made per named index at run time (no migration runs in a file of its own or in memory)

@@ -24,9 +24,10 @@ from knowtree.store.portable import dialect_of
 #: written first, in this order: the tables other tables' rows refer to (foreign keys)
 PARENTS = ("trees", "tenants", "kbs")
 #: derived or bookkeeping tables, never copied (re-derived by the destination when it needs them)
-DERIVED = frozenset(
-    {"sqlite_sequence", "schema_version", "tree_index_terms", "tree_index_df", "tree_index_stats"}
-)  # the tree index's BM25 postings on PostgreSQL: rebuilt from its rows (store/derived.py)
+DERIVED = frozenset(  # the tree index's BM25 postings on PostgreSQL: rebuilt from its rows (store/derived.py)
+    {"sqlite_sequence", "schema_version", "tree_index_terms", "tree_index_postings", "tree_index_df",
+     "tree_index_stats"}
+)
 _DERIVED_PREFIXES = ("sqlite_",)
 _DERIVED_SUFFIXES = ("_fts",)  # full-text rows (PostgreSQL keeps them in plain tables)
 #: the shadow tables SQLite's FTS5 keeps beside a virtual table

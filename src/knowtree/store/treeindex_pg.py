@@ -3,7 +3,8 @@ meaning), with BM25 computed in SQL the way SQLite's FTS5 computes it, and vecto
 
 Lexical search. `ts_rank` is not BM25, so the index keeps its own postings (store/bm25_pg.py: FTS5's
 BM25 in SQL): every entry's text (`body`: context, newline, text) is cut into terms as FTS5 cuts it,
-stored as `tree_index_terms(tree, term, rid, tf, len)`; `tree_index_df(tree, term, docs)` and
+stored in blocks of row ids (`tree_index_postings(tree, term, seg, rids, tfs, lens)`,
+store/bm25_blocks.py); `tree_index_df(tree, term, docs)` and
 `tree_index_stats(tree, entries, tokens)` hold the statistics. N, n_t and avgdl are those of the tree
 searched (FTS5's are its table's, every tree of the SQLite file: equal for a file of one tree, and
 here no tree's ranking depends on another's, a tenant's on another tenant's). Returned negated, as
@@ -56,7 +57,7 @@ from knowtree.store.treeindex_sqlite import (
     write_state,
 )
 
-POSTINGS = Postings("tree_index_terms", "tree_index_df", "tree_index_stats", "tree")
+POSTINGS = Postings("tree_index_postings", "tree_index_df", "tree_index_stats", "tree", blocks=True)
 
 
 # -- writing entries: their postings and the statistics with them ---------------------------------

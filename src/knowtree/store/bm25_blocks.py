@@ -1,0 +1,142 @@
+"""The tree index's BM25 postings on PostgreSQL in blocks: one row per (key, term, block of row ids)
+holding the block's row ids, term counts and row lengths as three parallel arrays, instead of one
+row per (term, row). store/bm25_pg.py's functions take this layout for a `Postings` whose `blocks`
+is set (the tree index's `tree_index_postings`); the flat passage indexes keep one row a posting.
+
+Why: a tree's save wrote ~60 posting rows per entry (70 M rows and two B-trees at 10⁶ leaves, two
+thirds of the bytes it wrote), each with a 24-byte tuple header, its key's text and an index entry
+twice. A block row carries ~16 bytes a posting and one index entry per block.
+
+A block is the row ids that share `rid >> BLOCK_BITS` (aligned, so the block of any row id is known
+without a lookup: removing entries reads only their blocks' rows, through the `(seg >> BLOCK_BITS)`
+index). A row's `seg` is the smallest row id it was written with, unique for its (key, term) since
+row ids never repeat, so every write is a plain COPY: a later write into the same aligned block
+(another batch of the same save, a later `add`) is a row of its own, and a query reads them all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+BLOCK_BITS = 12  # 4,096 row ids per block
+#: the block expression the migration indexes (store/migrations_postings.py); a query must repeat it
+BLOCK_OF_SEG = f"(seg >> {BLOCK_BITS})"
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+Block = tuple[str, int, list[int], list[int], list[int]]  # term, seg, rids, tfs, lens
+
+
+def _copy_text(value: str) -> str:
+    return value.translate(_COPY_ESCAPES)
+
+
+def _array(values: Sequence[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def blocks_of_cut(
+    rids: Sequence[int], cut: Sequence[tuple[str, int, int]], lengths: Sequence[int]
+) -> list[Block]:
+    """`bm25_pg.cut_postings`' (term, position, count) rows, in term then position order, as block
+    rows; positions map to `rids` (ascending with position, as the entry writer takes them)."""
+    out: list[Block] = []
+    current: tuple[str, int] | None = None
+    ids: list[int] = []
+    tfs: list[int] = []
+    lens: list[int] = []
+    for term, doc, n in cut:
+        rid = rids[doc]
+        key = (term, rid >> BLOCK_BITS)
+        if key != current:
+            if current is not None:
+                out.append((current[0], min(ids), ids, tfs, lens))
+            current, ids, tfs, lens = key, [], [], []
+        ids.append(rid)
+        tfs.append(n)
+        lens.append(lengths[doc])
+    if current is not None:
+        out.append((current[0], min(ids), ids, tfs, lens))
+    return out
+
+
+def blocks_of_counts(rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]) -> list[Block]:
+    """Rows' (term counts, length) (`bm25_pg.count_terms`) as block rows, in term then row id order."""
+    cut = sorted(
+        (term, rid, tf, length)
+        for rid, (terms, length) in zip(rids, counted, strict=True)
+        for term, tf in terms.items()
+    )
+    order = sorted(set(rids))
+    position = {rid: i for i, rid in enumerate(order)}
+    length_of = {rid: length for rid, (_, length) in zip(rids, counted, strict=True)}
+    return blocks_of_cut(order, [(t, position[r], tf) for t, r, tf, _ in cut], [length_of[r] for r in order])
+
+
+def copy_blocks(conn: Any, table: str, key_column: str, key: str, blocks: Sequence[Block]) -> Counter[str]:
+    """COPY block rows of `key` (text format, written here); returns {term: rows of `key` holding it}."""
+    docs: Counter[str] = Counter()
+    prefix = _copy_text(key) + "\t"
+    sql = f"COPY {table} ({key_column}, term, seg, rids, tfs, lens) FROM STDIN"
+    with conn.raw.cursor() as cur, cur.copy(sql) as copy:
+        for start in range(0, len(blocks), 2000):
+            part = blocks[start : start + 2000]
+            copy.write(
+                "".join(
+                    f"{prefix}{_copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n"
+                    for term, seg, ids, tfs, lens in part
+                )
+            )
+            for term, _, ids, _, _ in part:
+                docs[term] += len(ids)
+    return docs
+
+
+def remove_from_blocks(conn: Any, table: str, key_column: str, rids: Sequence[int]) -> dict[str, Counter[str]]:
+    """Take `rids` out of the block rows holding them (a row left empty is deleted); returns
+    {key: {term: rows removed holding it}} for the document frequencies."""
+    gone = set(rids)
+    if not gone:
+        return {}
+    found = conn.execute(
+        f"SELECT {key_column}, term, seg, rids, tfs, lens FROM {table}"
+        f" WHERE {BLOCK_OF_SEG} = ANY(?::bigint[]) AND rids && ?::bigint[]",
+        (sorted({r >> BLOCK_BITS for r in gone}), sorted(gone)),
+    ).fetchall()
+    removed: dict[str, Counter[str]] = {}
+    emptied: list[tuple[str, str, int]] = []
+    kept: list[tuple[list[int], list[int], list[int], str, str, int]] = []
+    for key, term, seg, ids, tfs, lens in found:
+        keep = [i for i, r in enumerate(ids) if r not in gone]
+        removed.setdefault(key, Counter())[term] += len(ids) - len(keep)
+        if not keep:
+            emptied.append((key, term, seg))
+        else:
+            kept.append(([ids[i] for i in keep], [tfs[i] for i in keep], [lens[i] for i in keep], key, term, seg))
+    where = f"{key_column} = ? AND term = ? AND seg = ?"
+    conn.executemany(f"DELETE FROM {table} WHERE {where}", sorted(emptied))
+    conn.executemany(f"UPDATE {table} SET rids = ?, tfs = ?, lens = ? WHERE {where}", sorted(kept, key=lambda k: k[3:]))
+    return removed
+
+
+def score_from(table: str, key_column: str) -> str:
+    """`bm25_pg.weighted_query`'s FROM and WHERE over block rows: the postings unnested as `p(rid,
+    tf, len)`, joined to the query's `q(term, w)`, so its SUM reads them as one row a posting."""
+    return (
+        f" FROM {table} b JOIN unnest(?::text[], ?::float8[]) AS q(term, w) ON b.term = q.term"
+        f" CROSS JOIN LATERAL unnest(b.rids, b.tfs, b.lens) AS p(rid, tf, len) WHERE b.{key_column} = ?"
+    )
+
+
+__all__ = [
+    "BLOCK_BITS",
+    "BLOCK_OF_SEG",
+    "Block",
+    "blocks_of_counts",
+    "blocks_of_cut",
+    "copy_blocks",
+    "remove_from_blocks",
+    "score_from",
+]

@@ -97,7 +97,7 @@ def embed_missing(conn: Any, tree: str, embedder: Embedder | None, batch: int = 
 def write_entries(conn: Any, tree: str, rows: Sequence[tuple], embedder: Embedder | None, batch: int = 5000) -> int:
     """Insert new entries (`insert_entries`' rows) with their vectors by `embedder`, `batch` rows at a
     time: while one batch's rows and postings are written, a thread prepares the next batch (its
-    vectors, and on PostgreSQL its postings cut into terms: `EntryWriter.prepare`), so the client's
+    vectors, and on PostgreSQL its postings cut into blocks: `EntryWriter.prepare`), so the client's
     work and the database's overlap; at most two batches are held. A text with a stored vector
     (another entry's, of the same text) is not embedded again. Returns how many entries got a vector."""
     sql = tables(conn)
@@ -108,20 +108,22 @@ def write_entries(conn: Any, tree: str, rows: Sequence[tuple], embedder: Embedde
     have = dict(sql.vectors_by_hash(conn, tree, embedder.id, sorted({r[7] for r in rows}))) if embedder else {}
     parts = [rows[i : i + batch] for i in range(0, len(rows), batch)]
     writer = sql.EntryWriter(conn)
+    writer.reserve(len(rows))  # PostgreSQL: every row's id now, so a batch is cut into its blocks ahead
 
-    def ahead(part: Sequence[tuple]) -> tuple[dict[str, bytes], Any]:
+    def ahead(i: int) -> tuple[dict[str, bytes], Any]:
+        part = parts[i]
         got: dict[str, bytes] = {}
         if embedder is not None:
             new = list({r[7]: r for r in part if r[7] not in have}.values())
             fresh = embed_entries(embedder, [r[9] for r in new], [r[8] for r in new])
             got = {r[7]: v.tobytes() for r, v in zip(new, fresh, strict=True)}
-        return got, writer.prepare(part)
+        return got, writer.prepare(part, i * batch)
 
     with ThreadPoolExecutor(1, thread_name_prefix="knowtree-embed") as pool:
-        pending: list[Future[tuple[dict[str, bytes], Any]]] = [pool.submit(ahead, parts[0])]
+        pending: list[Future[tuple[dict[str, bytes], Any]]] = [pool.submit(ahead, 0)]
         for i, part in enumerate(parts):
             if i + 1 < len(parts):
-                pending.append(pool.submit(ahead, parts[i + 1]))
+                pending.append(pool.submit(ahead, i + 1))
             got, prepared = pending.pop(0).result()
             writer.write(part, prepared)
             if embedder is not None:

@@ -16,13 +16,13 @@ row ids never repeat, so every write is a plain COPY: a later write into the sam
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-BLOCK_BITS = 12  # 4,096 row ids per block
-#: the block expression the migration indexes (store/migrations_postings.py); a query must repeat it
-BLOCK_OF_SEG = f"(seg >> {BLOCK_BITS})"
+from knowtree.store.fts_terms import create_tokenizer
+from knowtree.store.migrations_postings import BLOCK_BITS, BLOCK_OF_SEG  # the schema's block
 
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -40,8 +40,8 @@ def _array(values: Sequence[int]) -> str:
 def blocks_of_cut(
     rids: Sequence[int], cut: Sequence[tuple[str, int, int]], lengths: Sequence[int]
 ) -> list[Block]:
-    """`bm25_pg.cut_postings`' (term, position, count) rows, in term then position order, as block
-    rows; positions map to `rids` (ascending with position, as the entry writer takes them)."""
+    """(term, position, count) rows, in term then position order, as block rows; positions map to
+    `rids` (ascending with position)."""
     out: list[Block] = []
     current: tuple[str, int] | None = None
     ids: list[int] = []
@@ -73,6 +73,54 @@ def blocks_of_counts(rids: Sequence[int], counted: Sequence[tuple[Counter[str], 
     position = {rid: i for i, rid in enumerate(order)}
     length_of = {rid: length for rid, (_, length) in zip(rids, counted, strict=True)}
     return blocks_of_cut(order, [(t, position[r], tf) for t, r, tf, _ in cut], [length_of[r] for r in order])
+
+
+#: a block row as a line of COPY's text format, made by SQLite (the term escaped as `_copy_text` does)
+_LINE = (
+    "replace(replace(replace(replace(c.term, '\\', '\\\\'), char(9), '\\t'), char(10), '\\n'), char(13), '\\r')"
+    " || char(9) || min(i.rid) || char(9) || '{' || group_concat(i.rid) || '}' || char(9)"
+    " || '{' || group_concat(c.n) || '}' || char(9) || '{' || group_concat(l.len) || '}' || char(10)"
+)
+
+
+def cut_blocks(texts: Sequence[str], rids: Sequence[int]) -> tuple[list[tuple[str, str, int]], list[int]]:
+    """The block rows of texts whose row ids are `rids`, cut by FTS5 (`bm25_pg.count_terms`' terms) and
+    grouped inside SQLite, so no posting becomes a Python object: ([(term, COPY line without its key
+    column, rows holding the term)], each text's length in tokens). No connection is used: a thread
+    prepares the next batch while one is written. The three arrays of a row are aggregated over the
+    same rows in the same order (one GROUP BY), so they stay aligned."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        create_tokenizer(conn)
+        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", enumerate(texts))
+        conn.execute("CREATE TABLE ids(doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL)")
+        conn.executemany("INSERT INTO ids VALUES (?, ?)", enumerate(rids))
+        conn.execute("CREATE TABLE c AS SELECT term, doc, COUNT(*) AS n FROM cut_terms GROUP BY term, doc")
+        conn.execute("CREATE TABLE l AS SELECT doc, SUM(n) AS len FROM c GROUP BY doc")
+        lengths = [0] * len(texts)
+        for doc, n in conn.execute("SELECT doc, len FROM l"):
+            lengths[doc] = n
+        lines = conn.execute(
+            f"SELECT c.term, {_LINE}, COUNT(*) FROM c JOIN ids i ON i.doc = c.doc JOIN l ON l.doc = c.doc"
+            f" GROUP BY c.term, i.rid >> {BLOCK_BITS} ORDER BY c.term, i.rid >> {BLOCK_BITS}"
+        ).fetchall()
+    finally:
+        conn.close()
+    return lines, lengths
+
+
+def copy_lines(conn: Any, table: str, key_column: str, key: str, lines: Sequence[tuple[str, str, int]]) -> Counter[str]:
+    """COPY `cut_blocks`' lines as block rows of `key`; returns {term: rows of `key` holding it}."""
+    docs: Counter[str] = Counter()
+    prefix = _copy_text(key) + "\t"
+    sql = f"COPY {table} ({key_column}, term, seg, rids, tfs, lens) FROM STDIN"
+    with conn.raw.cursor() as cur, cur.copy(sql) as copy:
+        for start in range(0, len(lines), 5000):
+            part = lines[start : start + 5000]
+            copy.write("".join(prefix + line for _, line, _ in part))
+            for term, _, n in part:
+                docs[term] += n
+    return docs
 
 
 def copy_blocks(conn: Any, table: str, key_column: str, key: str, blocks: Sequence[Block]) -> Counter[str]:
@@ -137,6 +185,8 @@ __all__ = [
     "blocks_of_counts",
     "blocks_of_cut",
     "copy_blocks",
+    "copy_lines",
+    "cut_blocks",
     "remove_from_blocks",
     "score_from",
 ]

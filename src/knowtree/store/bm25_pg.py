@@ -84,53 +84,12 @@ def count_terms(texts: Sequence[str]) -> list[tuple[Counter[str], int]]:
     return [(c, c.total()) for c in out]
 
 
-def cut_postings(texts: Sequence[str]) -> tuple[list[tuple[str, int, int]], list[int]]:
-    """The postings of texts (FTS5's terms, as `count_terms`): (term, text's position, count) in
-    term order, then position, and each text's length in tokens: rows ready for a bulk write."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        create_tokenizer(conn)
-        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", enumerate(texts))
-        rows = conn.execute("SELECT term, doc, COUNT(*) FROM cut_terms GROUP BY term, doc").fetchall()
-    finally:
-        conn.close()
-    lengths = [0] * len(texts)
-    for _, doc, n in rows:
-        lengths[doc] += n
-    return rows, lengths
-
-
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def copy_text(value: str) -> str:
     """`value` as a field of COPY's text format (backslash, tab, newline and return escaped)."""
     return value.translate(_COPY_ESCAPES)
-
-
-def copy_cut_postings(
-    conn: Any, p: Postings, key: str, rids: Sequence[int], cut: Sequence[tuple[str, int, int]], lengths: Sequence[int]
-) -> Counter[str]:
-    """COPY postings from `cut_postings` (positions mapped to `rids`) as text written here, in term
-    order (the primary key's: its pages filled in order); returns {term: rows holding it}."""
-    if p.blocks:
-        return bm25_blocks.copy_blocks(conn, p.terms, p.key, key, bm25_blocks.blocks_of_cut(rids, cut, lengths))
-    docs: Counter[str] = Counter()
-    prefix = copy_text(key) + "\t"
-    sql = f"COPY {p.terms} ({p.key}, term, rid, tf, len) FROM STDIN"
-    # FTS5's unicode61 cuts on tabs, newlines and backslashes, so a term rarely needs escaping
-    escaped = {t: e for t in {term for term, _, _ in cut} if (e := copy_text(t)) != t}
-    with conn.raw.cursor() as cur, cur.copy(sql) as copy:
-        for start in range(0, len(cut), 20000):
-            part = cut[start : start + 20000]
-            copy.write(
-                "".join(
-                    f"{prefix}{escaped.get(term, term)}\t{rids[doc]}\t{n}\t{lengths[doc]}\n"
-                    for term, doc, n in part
-                )
-            )
-            docs.update(term for term, _, _ in part)
-    return docs
 
 
 def add_postings(
@@ -261,11 +220,9 @@ __all__ = [
     "Postings",
     "add_counts",
     "add_postings",
-    "copy_cut_postings",
     "copy_postings",
     "copy_text",
     "count_terms",
-    "cut_postings",
     "drop_postings",
     "fts_token_lists",
     "fts_tokens",

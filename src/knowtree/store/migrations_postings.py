@@ -2,7 +2,9 @@
 one row each (`tree_index_terms`, the migration of branch scaleidx) by a migration step
 (store/migrations.py); SQLite's FTS5 keeps its own."""
 
-from knowtree.store.bm25_blocks import BLOCK_BITS, BLOCK_OF_SEG
+BLOCK_BITS = 12  # 4,096 row ids per block
+#: the block expression the migration indexes; a query that reads blocks must repeat it
+BLOCK_OF_SEG = f"(seg >> {BLOCK_BITS})"
 
 POSTINGS_BLOCKS_PG = f"""
 CREATE TABLE tree_index_postings (

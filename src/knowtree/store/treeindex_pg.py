@@ -20,13 +20,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from knowtree.store import pgbulk
+from knowtree.store.bm25_blocks import copy_lines, cut_blocks
 from knowtree.store.bm25_pg import (
     Postings,
     add_counts,
     add_postings,
-    copy_cut_postings,
     count_terms,
-    cut_postings,
     drop_postings,
     fts_token_lists,
     fts_tokens,
@@ -65,20 +64,24 @@ ENTRY_INSERT = ("rid", "tree", "id", "node", "parent", "leaf", "ord", "hash", "b
                 "cite_json", "src", "toklen")
 
 
-Cut = tuple[list[tuple[str, int, int]], list[int]]  # `cut_postings` of a batch: (term, position, tf), lengths
+#: a batch prepared ahead (`prepare_entries`): its row ids, its block rows' COPY lines, its lengths
+Prepared = tuple[list[int], list[tuple[str, str, int]], list[int]]
 
 
-def prepare_entries(rows: Sequence[tuple]) -> Cut:
-    """A batch's postings cut ahead (`cut_postings` of each entry's body): no connection, so a thread
-    can cut the next batch while this one is written (`EntryWriter.write`)."""
-    return cut_postings([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in rows])
+def prepare_entries(rows: Sequence[tuple], rids: Sequence[int]) -> Prepared:
+    """A batch's postings cut ahead into block rows (`bm25_blocks.cut_blocks` of each entry's body,
+    the entries numbered `rids`): no connection, so a thread can cut the next batch while this one is
+    written (`EntryWriter.write`)."""
+    lines, lengths = cut_blocks([f"{r[9]}\n{r[8]}" if r[9] else r[8] for r in rows], rids)
+    return list(rids), lines, lengths
 
 
 class EntryWriter:
     """Writes one tree's new entries batch by batch, each batch's rows and postings COPYed before the
     next; the statistics (df, entries, tokens) are added up here and upserted once, by `close`, not
     once per batch (a batch's distinct terms were a staging round each: ~200 rounds for 10⁶ leaves,
-    each updating the same df rows again)."""
+    each updating the same df rows again). `reserve(n)` takes the row ids of the next n rows at once,
+    so that `prepare` (in another thread) can cut a batch into blocks of its final row ids."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -86,28 +89,37 @@ class EntryWriter:
         self.docs: Counter[str] = Counter()
         self.entries = 0
         self.tokens = 0
+        self.reserved: list[int] = []
 
-    prepare = staticmethod(prepare_entries)
+    def _next_ids(self, n: int) -> list[int]:
+        """n row ids from the table's identity, ascending (FTS5's ties: stored order)."""
+        return sorted(
+            r[0]
+            for r in self.conn.execute(
+                "SELECT nextval(pg_get_serial_sequence('tree_index', 'rid')) FROM generate_series(1, ?)", (n,)
+            ).fetchall()
+        )
 
-    def write(self, part: Sequence[tuple], prepared: Cut | None = None) -> None:
+    def reserve(self, n: int) -> None:
+        """Row ids for the next `n` rows, in their order (`prepare`'s `start` counts from these)."""
+        self.reserved = self._next_ids(n) if n else []
+
+    def prepare(self, part: Sequence[tuple], start: int) -> Prepared:
+        """`prepare_entries` of rows `start`… of those reserved: safe in another thread (no connection)."""
+        return prepare_entries(part, self.reserved[start : start + len(part)])
+
+    def write(self, part: Sequence[tuple], prepared: Prepared | None = None) -> None:
         """(tree, id, node, parent, leaf, ord, hash, body_hash, text, context, cite_json, src) rows of
-        one tree, at most a batch (`pgbulk.BATCH`); row ids are taken from the table's identity
-        beforehand, in the rows' order (FTS5's ties: stored order)."""
+        one tree, at most a batch (`pgbulk.BATCH`), with their `prepare`d postings (None: row ids are
+        taken and the postings cut here)."""
         if not part:
             return
         self.tree = part[0][0]
-        cut, lengths = prepared if prepared is not None else prepare_entries(part)
-        rids = sorted(
-            r[0]
-            for r in self.conn.execute(
-                "SELECT nextval(pg_get_serial_sequence('tree_index', 'rid')) FROM generate_series(1, ?)",
-                (len(part),),
-            ).fetchall()
-        )
+        rids, lines, lengths = prepared if prepared is not None else prepare_entries(part, self._next_ids(len(part)))
         self.conn.copy_rows(
             "tree_index", ENTRY_INSERT, ((rid, *r, n) for rid, r, n in zip(rids, part, lengths, strict=True))
         )
-        self.docs.update(copy_cut_postings(self.conn, POSTINGS, self.tree, rids, cut, lengths))
+        self.docs.update(copy_lines(self.conn, POSTINGS.terms, POSTINGS.key, self.tree, lines))
         self.tokens += sum(lengths)
         self.entries += len(part)
 

@@ -135,8 +135,10 @@ class EntryWriter:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
-    @staticmethod
-    def prepare(rows: Sequence[tuple]) -> None:
+    def reserve(self, n: int) -> None:
+        return None
+
+    def prepare(self, part: Sequence[tuple], start: int) -> None:
         return None
 
     def write(self, part: Sequence[tuple], prepared: None = None) -> None:

@@ -16,12 +16,10 @@ row ids never repeat, so every write is a plain COPY: a later write into the sam
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from knowtree.store.fts_terms import create_tokenizer
 from knowtree.store.migrations_postings import BLOCK_BITS, BLOCK_OF_SEG  # the schema's block
 
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -75,42 +73,8 @@ def blocks_of_counts(rids: Sequence[int], counted: Sequence[tuple[Counter[str], 
     return blocks_of_cut(order, [(t, position[r], tf) for t, r, tf, _ in cut], [length_of[r] for r in order])
 
 
-#: a block row as a line of COPY's text format, made by SQLite (the term escaped as `_copy_text` does)
-_LINE = (
-    "replace(replace(replace(replace(c.term, '\\', '\\\\'), char(9), '\\t'), char(10), '\\n'), char(13), '\\r')"
-    " || char(9) || min(i.rid) || char(9) || '{' || group_concat(i.rid) || '}' || char(9)"
-    " || '{' || group_concat(c.n) || '}' || char(9) || '{' || group_concat(l.len) || '}' || char(10)"
-)
-
-
-def cut_blocks(texts: Sequence[str], rids: Sequence[int]) -> tuple[list[tuple[str, str, int]], list[int]]:
-    """The block rows of texts whose row ids are `rids`, cut by FTS5 (`bm25_pg.count_terms`' terms) and
-    grouped inside SQLite, so no posting becomes a Python object: ([(term, COPY line without its key
-    column, rows holding the term)], each text's length in tokens). No connection is used: a thread
-    prepares the next batch while one is written. The three arrays of a row are aggregated over the
-    same rows in the same order (one GROUP BY), so they stay aligned."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        create_tokenizer(conn)
-        conn.executemany("INSERT INTO cut(rowid, body) VALUES (?, ?)", enumerate(texts))
-        conn.execute("CREATE TABLE ids(doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL)")
-        conn.executemany("INSERT INTO ids VALUES (?, ?)", enumerate(rids))
-        conn.execute("CREATE TABLE c AS SELECT term, doc, COUNT(*) AS n FROM cut_terms GROUP BY term, doc")
-        conn.execute("CREATE TABLE l AS SELECT doc, SUM(n) AS len FROM c GROUP BY doc")
-        lengths = [0] * len(texts)
-        for doc, n in conn.execute("SELECT doc, len FROM l"):
-            lengths[doc] = n
-        lines = conn.execute(
-            f"SELECT c.term, {_LINE}, COUNT(*) FROM c JOIN ids i ON i.doc = c.doc JOIN l ON l.doc = c.doc"
-            f" GROUP BY c.term, i.rid >> {BLOCK_BITS} ORDER BY c.term, i.rid >> {BLOCK_BITS}"
-        ).fetchall()
-    finally:
-        conn.close()
-    return lines, lengths
-
-
 def copy_lines(conn: Any, table: str, key_column: str, key: str, lines: Sequence[tuple[str, str, int]]) -> Counter[str]:
-    """COPY `cut_blocks`' lines as block rows of `key`; returns {term: rows of `key` holding it}."""
+    """COPY `fts_terms.cut_blocks`' lines as block rows of `key`; returns {term: rows of `key` holding it}."""
     docs: Counter[str] = Counter()
     prefix = _copy_text(key) + "\t"
     sql = f"COPY {table} ({key_column}, term, seg, rids, tfs, lens) FROM STDIN"
@@ -186,7 +150,6 @@ __all__ = [
     "blocks_of_cut",
     "copy_blocks",
     "copy_lines",
-    "cut_blocks",
     "remove_from_blocks",
     "score_from",
 ]

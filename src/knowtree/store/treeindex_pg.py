@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from knowtree.store import pgbulk
-from knowtree.store.bm25_blocks import copy_lines, cut_blocks
+from knowtree.store.bm25_blocks import copy_lines
 from knowtree.store.bm25_pg import (
     Postings,
     add_counts,
@@ -33,6 +33,7 @@ from knowtree.store.bm25_pg import (
     stats,
     weighted_query,
 )
+from knowtree.store.fts_terms import cut_blocks
 from knowtree.store.pgbulk import batches, staged_upsert_binary, vector_tuples
 from knowtree.store.rows import NODE_COLUMNS, in_batches
 from knowtree.store.treeindex_sqlite import (

@@ -88,22 +88,13 @@ def copy_lines(conn: Any, table: str, key_column: str, key: str, lines: Sequence
 
 
 def copy_blocks(conn: Any, table: str, key_column: str, key: str, blocks: Sequence[Block]) -> Counter[str]:
-    """COPY block rows of `key` (text format, written here); returns {term: rows of `key` holding it}."""
-    docs: Counter[str] = Counter()
-    prefix = _copy_text(key) + "\t"
-    sql = f"COPY {table} ({key_column}, term, seg, rids, tfs, lens) FROM STDIN"
-    with conn.raw.cursor() as cur, cur.copy(sql) as copy:
-        for start in range(0, len(blocks), 2000):
-            part = blocks[start : start + 2000]
-            copy.write(
-                "".join(
-                    f"{prefix}{_copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n"
-                    for term, seg, ids, tfs, lens in part
-                )
-            )
-            for term, _, ids, _, _ in part:
-                docs[term] += len(ids)
-    return docs
+    """COPY block rows of `key` (`copy_lines` of their lines, printed here); returns {term: rows of
+    `key` holding it}."""
+    lines = [
+        (term, f"{_copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n", len(ids))
+        for term, seg, ids, tfs, lens in blocks
+    ]
+    return copy_lines(conn, table, key_column, key, lines)
 
 
 def remove_from_blocks(conn: Any, table: str, key_column: str, rids: Sequence[int]) -> dict[str, Counter[str]]:

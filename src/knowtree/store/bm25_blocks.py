@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from knowtree.store.migrations_postings import BLOCK_BITS, BLOCK_OF_SEG  # the schema's block
@@ -27,7 +28,8 @@ _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\
 Block = tuple[str, int, list[int], list[int], list[int]]  # term, seg, rids, tfs, lens
 
 
-def _copy_text(value: str) -> str:
+def copy_text(value: str) -> str:
+    """`value` as a field of COPY's text format (backslash, tab, newline and return escaped)."""
     return value.translate(_COPY_ESCAPES)
 
 
@@ -35,48 +37,24 @@ def _array(values: Sequence[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def blocks_of_cut(
-    rids: Sequence[int], cut: Sequence[tuple[str, int, int]], lengths: Sequence[int]
-) -> list[Block]:
-    """(term, position, count) rows, in term then position order, as block rows; positions map to
-    `rids` (ascending with position)."""
-    out: list[Block] = []
-    current: tuple[str, int] | None = None
-    ids: list[int] = []
-    tfs: list[int] = []
-    lens: list[int] = []
-    for term, doc, n in cut:
-        rid = rids[doc]
-        key = (term, rid >> BLOCK_BITS)
-        if key != current:
-            if current is not None:
-                out.append((current[0], min(ids), ids, tfs, lens))
-            current, ids, tfs, lens = key, [], [], []
-        ids.append(rid)
-        tfs.append(n)
-        lens.append(lengths[doc])
-    if current is not None:
-        out.append((current[0], min(ids), ids, tfs, lens))
-    return out
-
-
 def blocks_of_counts(rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]) -> list[Block]:
     """Rows' (term counts, length) (`bm25_pg.count_terms`) as block rows, in term then row id order."""
-    cut = sorted(
+    postings = sorted(
         (term, rid, tf, length)
         for rid, (terms, length) in zip(rids, counted, strict=True)
         for term, tf in terms.items()
     )
-    order = sorted(set(rids))
-    position = {rid: i for i, rid in enumerate(order)}
-    length_of = {rid: length for rid, (_, length) in zip(rids, counted, strict=True)}
-    return blocks_of_cut(order, [(t, position[r], tf) for t, r, tf, _ in cut], [length_of[r] for r in order])
+    out: list[Block] = []
+    for (term, _), group in groupby(postings, key=lambda x: (x[0], x[1] >> BLOCK_BITS)):
+        rows = list(group)
+        out.append((term, rows[0][1], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]))
+    return out
 
 
 def copy_lines(conn: Any, table: str, key_column: str, key: str, lines: Sequence[tuple[str, str, int]]) -> Counter[str]:
     """COPY `fts_terms.cut_blocks`' lines as block rows of `key`; returns {term: rows of `key` holding it}."""
     docs: Counter[str] = Counter()
-    prefix = _copy_text(key) + "\t"
+    prefix = copy_text(key) + "\t"
     sql = f"COPY {table} ({key_column}, term, seg, rids, tfs, lens) FROM STDIN"
     with conn.raw.cursor() as cur, cur.copy(sql) as copy:
         for start in range(0, len(lines), 5000):
@@ -91,7 +69,7 @@ def copy_blocks(conn: Any, table: str, key_column: str, key: str, blocks: Sequen
     """COPY block rows of `key` (`copy_lines` of their lines, printed here); returns {term: rows of
     `key` holding it}."""
     lines = [
-        (term, f"{_copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n", len(ids))
+        (term, f"{copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n", len(ids))
         for term, seg, ids, tfs, lens in blocks
     ]
     return copy_lines(conn, table, key_column, key, lines)
@@ -138,9 +116,9 @@ __all__ = [
     "BLOCK_OF_SEG",
     "Block",
     "blocks_of_counts",
-    "blocks_of_cut",
     "copy_blocks",
     "copy_lines",
+    "copy_text",
     "remove_from_blocks",
     "score_from",
 ]

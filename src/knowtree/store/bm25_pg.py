@@ -84,14 +84,6 @@ def count_terms(texts: Sequence[str]) -> list[tuple[Counter[str], int]]:
     return [(c, c.total()) for c in out]
 
 
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def copy_text(value: str) -> str:
-    """`value` as a field of COPY's text format (backslash, tab, newline and return escaped)."""
-    return value.translate(_COPY_ESCAPES)
-
-
 def add_postings(
     conn: Any, p: Postings, key: str, rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]
 ) -> None:
@@ -221,7 +213,6 @@ __all__ = [
     "add_counts",
     "add_postings",
     "copy_postings",
-    "copy_text",
     "count_terms",
     "drop_postings",
     "fts_token_lists",

@@ -34,7 +34,7 @@ def create_tokenizer(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE VIRTUAL TABLE cut_terms USING fts5vocab(cut, instance)")
 
 
-#: a block row as a line of COPY's text format, made by SQLite (the term escaped as `bm25_pg.copy_text` does)
+#: a block row as a line of COPY's text format, made by SQLite (the term escaped as `bm25_blocks.copy_text` does)
 _LINE = (
     "replace(replace(replace(replace(c.term, '\\', '\\\\'), char(9), '\\t'), char(10), '\\n'), char(13), '\\r')"
     " || char(9) || min(i.rid) || char(9) || '{' || group_concat(i.rid) || '}' || char(9)"

@@ -181,6 +181,31 @@ def test_search_nodes_finds_words_in_metadata_and_text(store: SQLiteStore) -> No
     assert store.search_nodes("missing", "Friday") == []
 
 
+def test_full_text_rows_follow_their_node_rows_whatever_rowids_sqlite_gives(tmp_path: Path) -> None:
+    """SQLite: a node's full-text row is keyed by its node row's rowid, read back after the insert; where
+    SQLite gives rowids that are not above the last (its largest rowid taken: it picks free ones), each
+    is looked up by id instead. Either way every word finds its own node, and a replaced tree leaves
+    no full-text row of the old one."""
+    store = SQLiteStore(tmp_path / "r.db")
+    save(store, "a", "x")
+    save(store, "b", "y")
+    assert [h[0] for h in store.search_nodes("b", "Friday")] == ["y-b"]
+    assert [h[0] for h in store.search_nodes("a", "Friday")] == ["x-b"]
+    with sqlite3.connect(tmp_path / "r.db") as raw:  # the largest rowid SQLite has: new rows get random ones
+        raw.execute(
+            "INSERT INTO nodes(rowid, tree, id, kind, level, position, children_json, meta_json)"
+            " VALUES (9223372036854775807, 'a', 'filler', 'leaf', 0, 9, '[]', '{}')"
+        )
+    save(store, "c", "z")
+    assert [h[0] for h in store.search_nodes("c", "Friday")] == ["z-b"]
+    assert {h[0] for h in store.search_nodes("c", "monthly")} == {"z-a"}
+    save(store, "b", "w")  # replaced: the old rows' words are gone with them
+    assert [h[0] for h in store.search_nodes("b", "Friday")] == ["w-b"]
+    with sqlite3.connect(tmp_path / "r.db") as raw:
+        orphans = raw.execute("SELECT COUNT(*) FROM nodes_fts f WHERE f.rowid NOT IN (SELECT rowid FROM nodes)")
+        assert orphans.fetchone()[0] == 0
+
+
 def test_tree_info_counts(store: SQLiteStore) -> None:
     save(store, "t", "c")
     info = store.tree_info("t")

@@ -41,21 +41,26 @@ def rebuild_search(store: Any, trees: Sequence[str], batch: int = 2000) -> None:
 
 def _tree_fts(c: Any, name: str, pg: bool, batch: int) -> None:
     delete_tree_fts(c, name)
-    insert = (
-        "INSERT INTO nodes_fts(body, tree, id) VALUES (?, ?, ?)"
-        if pg
-        else "INSERT INTO nodes_fts(rowid, tree, id, body) SELECT rowid, tree, id, ? FROM nodes WHERE tree = ? AND id = ?"
-    )
+    key = "0" if pg else "rowid"  # SQLite: a full-text row is keyed by its node row's rowid
     last = ""
     while True:
         rows = c.execute(
-            f"SELECT {NODE_COLUMNS} FROM nodes WHERE tree = ? AND id > ? ORDER BY id LIMIT ?",
+            f"SELECT {key}, {NODE_COLUMNS} FROM nodes WHERE tree = ? AND id > ? ORDER BY id LIMIT ?",
             (name, last, batch),
         ).fetchall()
         if not rows:
             return
-        c.executemany(insert, [(fts_body(node_from_row(r)), name, r[0]) for r in rows])
-        last = rows[-1][0]
+        if pg:
+            c.executemany(
+                "INSERT INTO nodes_fts(body, tree, id) VALUES (?, ?, ?)",
+                [(fts_body(node_from_row(r[1:])), name, r[1]) for r in rows],
+            )
+        else:  # the rowid given as a value, in order (store/rows.py: `insert_nodes`)
+            c.executemany(
+                "INSERT INTO nodes_fts(rowid, tree, id, body) VALUES (?, ?, ?, ?)",
+                sorted((r[0], name, r[1], fts_body(node_from_row(r[1:]))) for r in rows),
+            )
+        last = rows[-1][1]
 
 
 def _external_fts(c: Any) -> None:

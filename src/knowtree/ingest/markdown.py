@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import re
+from functools import cache
+from typing import Any
+
 from knowtree.ingest.structure import Section, StructuredDocument, close_sections
 from knowtree.types import Document
 
+_NEWLINE = re.compile("\n")
 
-def markdown_sections(doc: Document) -> StructuredDocument:
+
+@cache
+def _parser() -> Any:
+    """A CommonMark parser of blocks only: a heading's title is its inline token's `content`, which the
+    block rules set, so the inline rules (emphasis, links: a third of the parse) are not run."""
     from markdown_it import MarkdownIt
 
+    return MarkdownIt("commonmark").disable("inline")
+
+
+def markdown_sections(doc: Document) -> StructuredDocument:
     text = doc.text
-    line_starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            line_starts.append(i + 1)
-    tokens = MarkdownIt("commonmark").parse(text)
+    line_starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+    tokens = _parser().parse(text)
     sections: list[Section] = []
     for i, tok in enumerate(tokens):
         if tok.type != "heading_open" or tok.map is None:

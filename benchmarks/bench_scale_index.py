@@ -24,6 +24,12 @@ on the PostgreSQL of `--pg-dir` (database `e9_<N>`): no build, no embedding (a 1
 minutes); `--cold-runs` cold CLI questions (median, min and max reported).
 
     PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 100000 --work W --reuse --cold-runs 5
+
+`--build-only`: the build's numbers alone (wall s, leaves/s, the build process's CPU and peak RSS,
+and on PostgreSQL the server's CPU over the build), on a fresh database each run: for A/B pairs of
+two checkouts on a machine whose speed drifts.
+
+    PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 100000 --files 400 --work W --build-only
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,6 +131,24 @@ def build(db: Path | str, corpus: Path) -> tuple[float, dict[str, float]]:
             rss_kb, user, system = Path(report.name).read_text().split()[-3:]
             measured = {"build_rss_mb": round(int(rss_kb) / 1024, 1), "build_cpu_s": round(float(user) + float(system), 1)}
     return seconds, measured
+
+
+def server_cpu_s(pg_dir: str) -> float:
+    """CPU seconds (user + system, its exited children's included) of the PostgreSQL whose data lives
+    in `pg_dir`: its postmaster and every process it started (Linux /proc; 0 where unreadable)."""
+    try:
+        postmaster = Path(pg_dir, "postmaster.pid").read_text().split()[0]
+    except (OSError, IndexError):
+        return 0.0
+    ticks = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if postmaster in (pid, fields[1]):  # fields[1]: the parent's pid
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def embed_seconds(db: Path | str, sample: int = 0) -> float:
@@ -238,7 +263,7 @@ def pg_url(pg_dir: str, name: str) -> str:
 
 def run(
     leaves: int, files: int, n_questions: int, budget: int, work: Path, pg_dir: str = "", *, reuse: bool = False,
-    cold_runs: int = 3, embed_sample: int = 0,
+    cold_runs: int = 3, embed_sample: int = 0, build_only: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     corpus = work / f"corpus{leaves}"
     db: Path | str
@@ -253,9 +278,19 @@ def run(
     backend = "postgresql" if pg_dir else "sqlite"
     out: dict[str, Any] = {"backend": backend, "leaves": leaves, "files": files, "budget": budget}
     if not reuse:
+        if isinstance(db, Path):  # a fresh file: a build over an earlier one would reuse its leaves
+            for old in (db, *db.parent.glob(db.name + "-*")):
+                old.unlink(missing_ok=True)
+            shutil.rmtree(db.with_name(db.name + ".vectors"), ignore_errors=True)
+        server_before = server_cpu_s(pg_dir) if pg_dir else 0.0
         seconds, measured = build(db, corpus)
         out["build_s"] = round(seconds, 1)
+        out["leaves_per_s"] = round(leaves / seconds)
         out.update(measured)
+        if pg_dir:
+            out["server_cpu_s"] = round(server_cpu_s(pg_dir) - server_before, 1)
+        if build_only:
+            return out
         out["embed_s"] = round(embed_seconds(db, embed_sample), 1)
         if embed_sample:
             out["embed_sample"] = embed_sample
@@ -288,6 +323,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="questions only, on the database built before")
     ap.add_argument("--cold-runs", type=int, default=3, help="cold CLI questions (median reported)")
     ap.add_argument("--embed-sample", type=int, default=0, help="time embedding on this many texts, scaled (0: all)")
+    ap.add_argument("--build-only", action="store_true", help="the build's numbers only: no embedding timed, no questions")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm:
@@ -300,7 +336,7 @@ def main() -> None:
         files = args.files or max(1, n // 250)
         row = run(
             n, files, args.questions, args.budget, work, args.pg_dir, reuse=args.reuse, cold_runs=args.cold_runs,
-            embed_sample=args.embed_sample,
+            embed_sample=args.embed_sample, build_only=args.build_only,
         )
         print(json.dumps(row), flush=True)
         rows.append(row)

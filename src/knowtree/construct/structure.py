@@ -424,7 +424,8 @@ def build_structure(
             # a node that needs no model call is made here: through the pool, a future, a lock and a
             # thread switch apiece cost more than the node (~1/8 of a zero-call build's planning)
             quick = (make(p) for p in levels[lvl] if p.id not in calls)
-            for node, used, failed, called in chain(quick, pool.map(make, [p for p in levels[lvl] if p.id in calls])):
+            called_for = pool.map(make, [p for p in levels[lvl] if p.id in calls])  # submitted now
+            for node, used, failed, called in chain(quick, called_for):
                 nodes[node.id] = node
                 usage.add(used)
                 fallbacks += failed

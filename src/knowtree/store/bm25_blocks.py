@@ -33,8 +33,10 @@ def copy_text(value: str) -> str:
     return value.translate(_COPY_ESCAPES)
 
 
-def _array(values: Sequence[int]) -> str:
-    return "{" + ",".join(map(str, values)) + "}"
+def block_line(term: str, seg: str, ids: Sequence[str], tfs: Sequence[str], lens: Sequence[str]) -> str:
+    """A block row as a line of COPY's text format without its key column (`copy_lines`' columns:
+    term, seg, rids, tfs, lens), from its term (escaped already: `copy_text`) and its numbers as text."""
+    return f"{term}\t{seg}\t{{{','.join(ids)}}}\t{{{','.join(tfs)}}}\t{{{','.join(lens)}}}\n"
 
 
 def blocks_of_counts(rids: Sequence[int], counted: Sequence[tuple[Counter[str], int]]) -> list[Block]:
@@ -69,7 +71,7 @@ def copy_blocks(conn: Any, table: str, key_column: str, key: str, blocks: Sequen
     """COPY block rows of `key` (`copy_lines` of their lines, printed here); returns {term: rows of
     `key` holding it}."""
     lines = [
-        (term, f"{copy_text(term)}\t{seg}\t{_array(ids)}\t{_array(tfs)}\t{_array(lens)}\n", len(ids))
+        (term, block_line(copy_text(term), str(seg), *(list(map(str, v)) for v in (ids, tfs, lens))), len(ids))
         for term, seg, ids, tfs, lens in blocks
     ]
     return copy_lines(conn, table, key_column, key, lines)
@@ -115,6 +117,7 @@ __all__ = [
     "BLOCK_BITS",
     "BLOCK_OF_SEG",
     "Block",
+    "block_line",
     "blocks_of_counts",
     "copy_blocks",
     "copy_lines",

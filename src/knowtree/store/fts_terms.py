@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from knowtree.store.bm25_blocks import copy_text
+from knowtree.store.bm25_blocks import block_line, copy_text
 from knowtree.store.migrations import LEXICAL_TOKENIZER
 from knowtree.store.migrations_postings import BLOCK_BITS
 
@@ -70,8 +70,9 @@ def cut_blocks(texts: Sequence[str], rids: Sequence[int]) -> tuple[list[tuple[st
     starts = np.flatnonzero(_changes(term_of, docs))  # a posting: a run of one (term, row)
     tfs = np.diff(np.append(starts, len(docs)))
     p_term, p_doc = term_of[starts], docs[starts]
-    p_rid = np.asarray(rids, dtype=np.int64)[p_doc]
-    if len(rids) > 1 and not bool(np.all(np.diff(np.asarray(rids, dtype=np.int64)) > 0)):
+    rid_of = np.asarray(rids, dtype=np.int64)
+    p_rid = rid_of[p_doc]
+    if not bool(np.all(rid_of[1:] > rid_of[:-1])):
         order = np.lexsort((p_rid, p_term))  # rows not numbered in order: a term's rows sorted by id
         p_term, p_doc, p_rid, tfs = p_term[order], p_doc[order], p_rid[order], tfs[order]
     bounds = np.append(np.flatnonzero(_changes(p_term, p_rid >> BLOCK_BITS)), len(p_term)).tolist()
@@ -80,10 +81,9 @@ def cut_blocks(texts: Sequence[str], rids: Sequence[int]) -> tuple[list[tuple[st
     term_at = p_term.tolist()
     escape = any(c in t for t in terms for c in "\\\t\n\r")  # FTS5 splits at these: never, in practice
     lines = []
-    for a, b in pairwise(bounds):
+    for a, b in pairwise(bounds):  # a block's seg: its smallest row id, the first
         term = terms[term_at[a]]
-        key = copy_text(term) if escape else term
-        line = f"{key}\t{rid_s[a]}\t{{{','.join(rid_s[a:b])}}}\t{{{','.join(tf_s[a:b])}}}\t{{{','.join(len_s[a:b])}}}\n"
+        line = block_line(copy_text(term) if escape else term, rid_s[a], rid_s[a:b], tf_s[a:b], len_s[a:b])
         lines.append((term, line, b - a))
     return lines, lengths.tolist()
 

@@ -97,6 +97,31 @@ def test_above_the_threshold_the_hnsw_index_gives_the_exact_top(
     assert abs(mid - exact_mid) < 0.05  # the sample's median (900 entries: every one) vs the exact
 
 
+def test_on_the_hnsw_path_other_entries_cosines_are_read_by_id_of_their_current_text_only(
+    two_trees: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cosines` for entries outside the top-k: read by id (one array), equal to the exact product's,
+    and none for an entry whose stored vector is of another text (its hash is not the entry's)."""
+    import psycopg
+
+    question = "what did carol file as code42 about item3?"
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        index = kt.tree_index("u")
+        monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", str(10**9))
+        _, exact_cosines, _ = index.dense_top(question, get_embedder(), 10)
+        monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
+        near, cosines, _ = index.dense_top(question, get_embedder(), 10)
+        others = [r.id for r in index.rows if r.id not in near][:300]
+        index.with_ancestors(others)  # what `rank_candidates` reads before asking for cosines
+        got = cosines(others)
+        assert set(got) == set(others)
+        assert got == pytest.approx(exact_cosines(others), abs=1e-4)
+        stale = others[0]
+        with psycopg.connect(two_trees) as conn:  # its vector now stands for an older text
+            conn.execute("UPDATE tree_index_vec SET hash = 'older' WHERE tree = 'u' AND id = %s", (stale,))
+        assert set(cosines(others)) == set(others) - {stale}
+
+
 def test_only_a_large_tree_has_its_own_index_and_a_small_one_is_scored_exactly(
     two_trees: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

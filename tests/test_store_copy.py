@@ -243,3 +243,39 @@ def test_postgresql_numbering_after_copying_an_empty_table(tmp_path: Path, pg_ur
     assert copy_store(empty, pg).ok
     assert add_expert(pg, "*", "the first note").id == 1  # not 2: the sequence was not used up
     pg.close()
+
+
+def test_a_large_tree_copied_into_postgresql_is_searched_by_its_own_hnsw_index(
+    tmp_path: Path, pg_url: str, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An SQLite file's vectors arrive as bytes: PostgreSQL derives their pgvector values (what its
+    HNSW index, `ann_top` and `cosines` read), and `db copy` gives a tree of `ann_entries()` entries
+    or more its own index; its dense top-k by that index is the source's exact one."""
+    import psycopg
+
+    from knowtree.retrieve.embed import get_embedder
+    from knowtree.store.pgbulk import ann_index_name, has_ann_index
+    from test_scale_index import _tickets
+
+    db = tmp_path / "large.db"
+    with KnowTree(db, model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(_tickets(tmp_path / "large", 300, files=3), tree="u")
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
+    invoke(cli, "db", "copy", str(db), pg_url)
+    with psycopg.connect(pg_url) as conn:
+        stored, derived = conn.execute("SELECT COUNT(*), COUNT(emb) FROM tree_index_vec").fetchone()
+    assert stored > 300 and derived == stored
+    emb = get_embedder()
+    pg = open_store(pg_url)
+    assert pg.read(lambda c: has_ann_index(c, "u", emb.id, emb.dim))
+    assert pg.read(lambda c: ann_index_name("u", emb.id, emb.dim)) in [
+        r[0] for r in pg.query("SELECT indexname FROM pg_indexes WHERE tablename = 'tree_index_vec'")
+    ]
+    pg.close()
+    question = "what did carol file as code42 about item3?"
+    with KnowTree(db, model=KeywordModel()) as kt:
+        exact, _, _ = kt.tree_index("u").dense_top(question, emb, 10)
+    with KnowTree(pg_url, model=KeywordModel()) as kt:
+        near, _, _ = kt.tree_index("u").dense_top(question, emb, 10)
+        assert set(near) == set(exact)
+        assert all(abs(near[i] - exact[i]) < 1e-4 for i in near)

@@ -45,7 +45,12 @@ def copy_command(
         try:
             dest = open_store(dst, must_exist=False)
             try:
-                return copy_store(source, dest, batch=batch)
+                report = copy_store(source, dest, batch=batch)
+                if report.ok:  # a copied large tree's approximate index (rows are copied, not indexes)
+                    from knowtree.retrieve.indexwrite import write_ann_indexes
+
+                    write_ann_indexes(dest)
+                return report
             finally:
                 dest.close()
         finally:

@@ -152,6 +152,21 @@ def write_ann_index(conn: Any, tree: str, embedder: Embedder | str | None, entri
     return bool(tables(conn).ensure_ann_index(conn, tree, found.id, found.dim))
 
 
+def write_ann_indexes(store: Any) -> list[str]:
+    """Give every tree of `ann_entries()` entries or more that lacks one its approximate index where
+    the store has them (PostgreSQL's HNSW), one transaction per tree; returns the trees given one
+    now. For trees whose rows were written without a sync: `db copy` copies rows, not indexes, and a
+    copied tree's index state is the source's, so no sync would build it (the tree would be scored
+    exactly, every vector read by each process that asks it)."""
+    built = []
+    for tree, entries in store.read(lambda c: tables(c).index_sizes(c)):
+        if entries >= ann_entries() and store.write(
+            lambda c, t=tree, n=entries: write_ann_index(c, t, WRITE_EMBEDDER, n)
+        ):
+            built.append(tree)
+    return built
+
+
 def embed_text(context: str, text: str) -> str:
     """What an entry's vector is of: its context and text, cut to `EMBED_CHARS`."""
     return (f"{context}\n{text}" if context else text)[:EMBED_CHARS]

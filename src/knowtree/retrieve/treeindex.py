@@ -348,8 +348,8 @@ class TreeIndex:
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
             out = {i: near[i] for i in wanted if i in near}
-            rest = [i for i in dict.fromkeys(wanted) if i not in near]
-            if rest:
+            rest = {i: r.hash for i, r in self.fetch([i for i in wanted if i not in near]).items()}
+            if rest:  # the entries' rows: read already by the caller (`with_ancestors`), kept by `fetch`
                 out.update(
                     self._read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest))
                 )

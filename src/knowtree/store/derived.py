@@ -3,8 +3,8 @@ the tree index's (PostgreSQL: its BM25 postings) — rebuilt after `db copy` wro
 
 On SQLite the nodes' full-text rows are FTS5 rows keyed by their node row's rowid, the tree index's
 an external-content FTS5 table ('rebuild' re-reads it); on PostgreSQL `nodes_fts` rows are keyed by
-(tree, id) with a generated tsvector (store/rows.py), and a store may name more work of its own
-(`rebuild_search`)."""
+(tree, id) with a generated tsvector (store/rows.py), a vector's pgvector value is derived from its
+bytes, and a store may name more work of its own (`rebuild_search`)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,15 @@ def rebuild_search(store: Any, trees: Sequence[str], batch: int = 2000) -> None:
     for name in trees:
         store.write(lambda c, name=name: _tree_fts(c, name, pg, batch))
     if pg:
-        from knowtree.store.treeindex_pg import rebuild_postings
+        from knowtree.store.treeindex_pg import fill_vectors, rebuild_postings
 
         indexed = {r[0] for r in store.query("SELECT DISTINCT tree FROM tree_index")}
         for name in trees:
             if name in indexed:  # the tree index's BM25 postings (store/bm25_pg.py)
                 store.write(lambda c, name=name: rebuild_postings(c, name, batch))
+        vectored = {r[0] for r in store.query("SELECT DISTINCT tree FROM tree_index_vec WHERE emb IS NULL")}
+        for name in sorted(vectored):  # pgvector values of vectors copied as bytes
+            store.write(lambda c, name=name: fill_vectors(c, name, batch))
         extra = getattr(store, "rebuild_search", None)
         if callable(extra):
             extra()

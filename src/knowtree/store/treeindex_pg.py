@@ -16,7 +16,7 @@ Vectors: `tree_index_vec.emb` holds each vector as a pgvector value beside its b
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from knowtree.store import pgbulk
@@ -42,13 +42,13 @@ from knowtree.store.treeindex_sqlite import (
     doc_lines,
     drop_vectors,
     entry_rows,
+    index_sizes,
     indexed,
     links,
     move,
     node_rows,
     read_state,
     repoint,
-    rows_by_id,
     set_signature,
     tree_head,
     unembedded,
@@ -226,6 +226,27 @@ def put_vectors(conn: Any, rows: Iterable[tuple[str, str, str, str, bytes]]) -> 
     )
 
 
+def fill_vectors(conn: Any, tree: str, batch: int = 2000) -> int:
+    """Give every stored vector of `tree` that holds only its bytes its pgvector value, from them
+    (`db copy` writes the columns both dialects have: an SQLite file's vectors arrive without
+    `emb`, which the HNSW index, `ann_top` and `cosines` read); returns how many. By the primary
+    key's order, from where the last batch ended: run again, it goes on where it stopped."""
+    done = 0
+    last: tuple[str, str] | None = None
+    while True:
+        after = " AND (embedder, id) > (?, ?)" if last is not None else ""
+        rows = conn.execute(
+            f"SELECT tree, id, embedder, hash, vec FROM tree_index_vec WHERE tree = ? AND emb IS NULL{after}"
+            " ORDER BY tree, embedder, id LIMIT ?",
+            (tree, *(last or ()), batch),
+        ).fetchall()
+        if not rows:
+            return done
+        put_vectors(conn, [(t, i, e, h, bytes(v)) for t, i, e, h, v in rows])
+        done += len(rows)
+        last = (rows[-1][2], rows[-1][1])
+
+
 def set_leaf_counts(conn: Any, rows: Iterable[tuple[int, int]]) -> None:
     """(leaves, rid): how many leaf entries lie below each inner entry, one UPDATE per 50,000 rows
     (arrays joined by rid) where an UPDATE per row cost ~150,000 statements at 10^6 leaves."""
@@ -336,16 +357,30 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
     return [(str(i), float(c)) for i, c in rows]
 
 
-def cosines(conn: Any, tree: str, embedder: str, query: Any, ids: Sequence[str]) -> list[tuple[str, float]]:
-    """(id, cosine with `query`) of the entries named that have a vector of their current text."""
-    out: list[tuple[str, float]] = []
-    for part, marks in in_batches(list(ids), 500):
-        out += conn.execute(
-            "SELECT v.id, -(v.emb <#> ?::vector) FROM tree_index_vec v JOIN tree_index t ON t.tree = v.tree"
-            f" AND t.id = v.id AND t.body_hash = v.hash WHERE v.tree = ? AND v.embedder = ? AND v.id IN ({marks})",
-            (vector_literal(query), tree, embedder, *part),
-        ).fetchall()
-    return [(str(i), float(c)) for i, c in out]
+def cosines(conn: Any, tree: str, embedder: str, query: Any, wanted: Mapping[str, str]) -> list[tuple[str, float]]:
+    """(id, cosine with `query`) of the entries named in `wanted` (id: the hash of its current text,
+    `IndexRow.hash`) whose vector by `embedder` is of that text. One statement whatever the count
+    (the ids as one array: a text psycopg parses and prepares once), and no join with `tree_index`:
+    the caller has read the entries, so the current-text check is a comparison here."""
+    if not wanted:
+        return []
+    rows = conn.execute(
+        "SELECT id, hash, -(emb <#> ?::vector) FROM tree_index_vec WHERE tree = ? AND embedder = ?"
+        " AND id = ANY(?::text[])",
+        (vector_literal(query), tree, embedder, list(wanted)),
+    ).fetchall()
+    return [(str(i), float(c)) for i, h, c in rows if wanted.get(i) == h]
+
+
+def rows_by_id(conn: Any, tree: str, ids: Sequence[str]) -> list[tuple]:
+    """The entries named (`ENTRY_COLUMNS`), in no particular order: one statement, the ids as an
+    array (SQLite's `IN (?, ?, …)` in batches of 500 is a new text for every count, which psycopg
+    parses anew and never prepares: ~5 ms of a 10^5-leaf tree's question)."""
+    if not ids:
+        return []
+    return conn.execute(
+        f"SELECT {ENTRY_COLUMNS} FROM tree_index WHERE tree = ? AND id = ANY(?::text[])", (tree, list(ids))
+    ).fetchall()
 
 
 def vector_sample(conn: Any, tree: str, embedder: str, n: int) -> list[bytes]:
@@ -374,7 +409,9 @@ __all__ = [
     "drop_vectors",
     "ensure_ann_index",
     "entry_rows",
+    "fill_vectors",
     "fts_tokens",
+    "index_sizes",
     "indexed",
     "insert_entries",
     "iter_node_rows",

@@ -10,7 +10,8 @@ build's structure with `--structure headings`), built with the keyword model and
 - warm `Tree.retrieve` p50/p99 over `--questions` distinct questions (each names one leaf's unique
   ticket code, its person and project), after one warm-up question;
 - recall@budget of the leaf each question names;
-- a cold CLI question: `knowtree ask TREE Q --mode retrieve --no-answer` in a new process (wall);
+- a cold CLI question: `knowtree ask TREE Q --mode retrieve --no-answer` in a new process (wall), the
+  package's bytecode compiled first, as an install has it (`compile_bytecode`);
 - the answering process's peak RSS (ru_maxrss) and the database's size on disk.
 
     PYTHONPATH=src python benchmarks/bench_scale_index.py --leaves 10000 100000 --out benchmarks/results/scale_index.json
@@ -231,6 +232,18 @@ def cold(db: Path | str, question: str) -> float:
     return time.perf_counter() - started
 
 
+def compile_bytecode() -> None:
+    """Write the bytecode of the knowtree package that is imported, as `pip install` does. Without it,
+    a checkout run under PYTHONDONTWRITEBYTECODE=1 (which this machine sets) compiles every module it
+    imports on each start: 77 modules, 0.14-0.25 s of a cold question, which an installed package
+    does not pay. Cold numbers before 2026-12-02's fifth session include that compile."""
+    import compileall
+
+    import knowtree
+
+    compileall.compile_dir(str(Path(knowtree.__file__).parent), quiet=1)
+
+
 def disk(db: Path | str) -> float:
     if isinstance(db, str):  # PostgreSQL
         import psycopg
@@ -303,6 +316,7 @@ def run(
         check=True,
     )
     out.update(json.loads(child.stdout))
+    compile_bytecode()
     colds = [cold(db, q) for q, _ in qs[:cold_runs]]
     out["cold_cli_s"] = round(statistics.median(colds), 2)
     out["cold_cli_range_s"] = [round(min(colds), 2), round(max(colds), 2)]

@@ -212,3 +212,28 @@ def test_static_model_hashes_once_then_still_refuses_a_changed_file(
     assert hashed[-1] == "model.safetensors"
     with pytest.raises(WeightFileError):  # and again: a refused file is not stamped
         files.verified()
+
+
+def test_a_safetensors_table_is_mapped_as_stored_and_a_short_one_refused(tmp_path: Path) -> None:
+    """`read_safetensor` maps the tensor its header names (values and shape as written) and refuses a
+    file whose data is shorter than its header says, naming the file."""
+    import json
+    import struct
+
+    import numpy as np
+
+    from knowtree.errors import ConfigError
+    from knowtree.retrieve.embedders.model2vec import read_safetensor
+
+    table = np.arange(24, dtype=np.float16).reshape(6, 4) / 7
+    header = json.dumps({"embeddings": {"dtype": "F16", "shape": [6, 4], "data_offsets": [0, table.nbytes]}})
+    header += " " * (-len(header) % 8)
+    good = tmp_path / "model.safetensors"
+    good.write_bytes(struct.pack("<Q", len(header)) + header.encode() + table.tobytes())
+    got = read_safetensor(good, "embeddings")
+    assert got.dtype == np.float16 and got.shape == (6, 4) and np.array_equal(got, table)
+    assert not got.flags.writeable
+    short = tmp_path / "short.safetensors"
+    short.write_bytes(good.read_bytes()[:-10])
+    with pytest.raises(ConfigError, match=r"short\.safetensors"):
+        read_safetensor(short, "embeddings")

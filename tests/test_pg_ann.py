@@ -122,6 +122,29 @@ def test_on_the_hnsw_path_other_entries_cosines_are_read_by_id_of_their_current_
         assert set(cosines(others)) == set(others) - {stale}
 
 
+def test_a_vector_of_an_older_text_is_not_in_the_hnsw_top_and_the_next_takes_its_place(
+    two_trees: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HNSW query has no join with the entries: the top-k keeps a vector only where its hash is its
+    entry's current text's, and the k are still k (the next nearest fill in), equal to the exact top."""
+    import psycopg
+
+    question = "what did carol file as code42 about item3?"
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", str(10**9))
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        exact = _top(kt.tree_index("u"), question, 11)  # the exact top, one more than asked for
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        before = _top(kt.tree_index("u"), question, 10)
+    best = max(before, key=before.__getitem__)
+    with psycopg.connect(two_trees) as conn:  # the best one's vector now stands for an older text
+        conn.execute("UPDATE tree_index_vec SET hash = 'older' WHERE tree = 'u' AND id = %s", (best,))
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        near = _top(kt.tree_index("u"), question, 10)
+    assert best in exact and best not in near and len(near) == 10
+    assert set(near) == set(exact) - {best}
+
+
 def test_only_a_large_tree_has_its_own_index_and_a_small_one_is_scored_exactly(
     two_trees: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

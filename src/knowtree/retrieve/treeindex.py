@@ -344,7 +344,7 @@ class TreeIndex:
             return {}, lambda _ids: {}, 0.0
         scores = sample @ query
         mid = float(np.partition(scores, len(scores) // 2)[len(scores) // 2])
-        near = dict(sorted(fetched, key=lambda r: -r[1])[:k])
+        near = self._current(sorted(fetched, key=lambda r: -r[2]), k)
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
             out = {i: near[i] for i in wanted if i in near}
@@ -356,6 +356,20 @@ class TreeIndex:
             return out
 
         return near, cosines, mid
+
+    def _current(self, ordered: Sequence[tuple[str, str, float]], k: int) -> dict[str, float]:
+        """{id: cosine} of the first `k` of (id, vector's text hash, cosine), best first, whose vector
+        is of its entry's current text (`IndexRow.hash`). The entries are read here, `k` at a time
+        (the question reads them next anyway: `fetch` keeps them); one more read only where some
+        of the first `k` were of another text or of no entry."""
+        near: dict[str, float] = {}
+        start = 0
+        while len(near) < k and start < len(ordered):
+            part = ordered[start : start + k - len(near)]
+            rows = self.fetch([i for i, _, _ in part])
+            near.update((i, c) for i, h, c in part if (r := rows.get(i)) is not None and r.hash == h)
+            start += len(part)
+        return near
 
     def vectors(
         self, embedder: Embedder, *, max_seconds: float | None = None

@@ -441,11 +441,8 @@ MIGRATIONS: list[str | Step] = [
         + "UPDATE tree_index_state SET signature = '' WHERE entries >= 50000;\n",
     ),
     Step("", POSTINGS_BLOCKS_PG),  # the tree index's postings in blocks of row ids (store/bm25_blocks.py)
-    # branch pgvec: a 256-d row holds its vector twice (`vec` bytes, 1 KB, and `emb`, 1 KB): over the
-    # 2 KB at which a row is cut, and TOAST moves the largest value out first, which was `emb`, the
-    # one the HNSW search, its join and `cosines` read (each a second lookup). `emb` now stays in
-    # the row (MAIN: moved out only where nothing else can be) and `vec`, read by the exact path
-    # and `db copy`, goes out, uncompressed (EXTERNAL: float bytes do not compress). New rows only.
+    # branch pgvec: a row holding a vector twice (`vec`, `emb`) is cut; TOAST moved `emb`, the one
+    # the HNSW search and `cosines` read, out first. Now `emb` stays (MAIN), `vec` goes (EXTERNAL).
     Step("", "ALTER TABLE tree_index_vec ALTER COLUMN emb SET STORAGE MAIN, ALTER COLUMN vec SET STORAGE EXTERNAL;"),
 ]
 

@@ -323,14 +323,16 @@ def vector_literal(query: Any) -> str:
     return "[" + ",".join(map(repr, [float(x) for x in query])) + "]"
 
 
-def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tuple[str, float]] | None:
-    """(id, cosine) of `tree`'s `k` entries nearest `query` (unit vectors: cosine = inner product) by
-    the tree's own HNSW index (`ensure_ann_index`; None when it has none: the caller scores exactly),
-    vectors of the entries' current text only. `hnsw.ef_search` follows k; `hnsw.iterative_scan =
-    relaxed_order` goes on scanning the graph while the current-text join leaves fewer than k rows
-    (up to `hnsw.max_scan_tuples`, 20,000 by default). The query repeats the index's predicate (the
-    tree and embedder as literals: a bound parameter cannot prove a partial index's predicate), so
-    no other tree's vectors are in its graph. Not ordered: the caller sorts."""
+def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tuple[str, str, float]] | None:
+    """(id, vector's text hash, cosine) of `tree`'s `k` vectors nearest `query` (unit vectors: cosine
+    = inner product) by the tree's own HNSW index (`ensure_ann_index`; None when it has none: the
+    caller scores exactly). `hnsw.ef_search` follows k; `hnsw.iterative_scan = relaxed_order` scans
+    on where the graph's first candidates are too few (up to `hnsw.max_scan_tuples`, 20,000 by
+    default). The query repeats the index's predicate (the tree and embedder as literals: a bound
+    parameter cannot prove a partial index's predicate), so no other tree's vectors are in its graph.
+    No join with `tree_index` (400 index lookups, a third of the statement): the caller keeps a
+    vector only where its hash is its entry's current text's, from the rows it reads anyway. Not
+    ordered: the caller sorts."""
     dim = len(query)
     if dim not in ANN_DIMS:
         raise ValueError(f"no HNSW index for {dim}-dimensional vectors")
@@ -349,12 +351,11 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
             (str(min(1000, max(EF_MIN, int(k)))),),
         )
         rows = conn.execute(
-            f"SELECT v.id, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
-            " JOIN tree_index t ON t.tree = v.tree AND t.id = v.id AND t.body_hash = v.hash"
+            f"SELECT v.id, v.hash, -(v.emb::vector({dim}) <#> ?::vector({dim})) FROM tree_index_vec v"
             f" WHERE {where} ORDER BY v.emb::vector({dim}) <#> ?::vector({dim}) LIMIT ?",
             (vector_literal(query), vector_literal(query), int(k)),
         ).fetchall()
-    return [(str(i), float(c)) for i, c in rows]
+    return [(str(i), str(h), float(c)) for i, h, c in rows]
 
 
 def cosines(conn: Any, tree: str, embedder: str, query: Any, wanted: Mapping[str, str]) -> list[tuple[str, float]]:

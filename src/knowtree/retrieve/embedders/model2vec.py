@@ -31,19 +31,24 @@ FEW = 8
 
 
 def read_safetensor(path: Path, key: str) -> np.ndarray:
-    """One tensor of a .safetensors file as a numpy array."""
+    """One tensor of a .safetensors file as a numpy array, mapped read-only, not read: a question
+    touches the pages of its few tokens' rows only (reading the 15 MB table took 20 ms with the file
+    in the page cache and 0.2 s without, of a cold CLI question's ~1 s)."""
     import numpy as np
 
     with path.open("rb") as fh:
         (length,) = struct.unpack("<Q", fh.read(8))
         header = json.loads(fh.read(length))
-        if key not in header or header[key].get("dtype") not in _DTYPES:
-            raise ConfigError(f"{path}: no supported tensor {key!r}")
-        meta = header[key]
-        start, end = meta["data_offsets"]
-        fh.seek(8 + length + start)
-        data = fh.read(end - start)
-    return np.frombuffer(data, dtype=_DTYPES[meta["dtype"]]).reshape(meta["shape"])
+    if key not in header or header[key].get("dtype") not in _DTYPES:
+        raise ConfigError(f"{path}: no supported tensor {key!r}")
+    meta = header[key]
+    start, end = meta["data_offsets"]
+    dtype = np.dtype(_DTYPES[meta["dtype"]])
+    shape = tuple(int(n) for n in meta["shape"])
+    if end - start != dtype.itemsize * int(np.prod(shape)) or 8 + length + end > path.stat().st_size:
+        raise ConfigError(f"{path}: tensor {key!r} does not match its header (a damaged file: reinstall knowtree)")
+    mapped = np.memmap(path, dtype=dtype, mode="r", offset=8 + length + start, shape=shape)
+    return mapped.view(np.ndarray)  # a plain array over the mapping (which it keeps open)
 
 
 @dataclass(frozen=True)

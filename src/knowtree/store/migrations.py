@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from knowtree.errors import StoreError
 from knowtree.store.migrations_flat import FLAT_PG_SCHEMA
-from knowtree.store.migrations_postings import POSTINGS_BLOCKS_PG
+from knowtree.store.migrations_postings import ENTRY_BODY_PG, POSTINGS_BLOCKS_PG, VECTOR_ROW_PG
 
 
 @dataclass(frozen=True)
@@ -441,9 +441,8 @@ MIGRATIONS: list[str | Step] = [
         + "UPDATE tree_index_state SET signature = '' WHERE entries >= 50000;\n",
     ),
     Step("", POSTINGS_BLOCKS_PG),  # the tree index's postings in blocks of row ids (store/bm25_blocks.py)
-    # branch pgvec: a row holding a vector twice (`vec`, `emb`) is cut; TOAST moved `emb`, the one
-    # the HNSW search and `cosines` read, out first. Now `emb` stays (MAIN), `vec` goes (EXTERNAL).
-    Step("", "ALTER TABLE tree_index_vec ALTER COLUMN emb SET STORAGE MAIN, ALTER COLUMN vec SET STORAGE EXTERNAL;"),
+    Step("", VECTOR_ROW_PG),  # branch pgvec: a vector row's pgvector value kept in the row
+    Step("", ENTRY_BODY_PG),  # branch pgvec: PostgreSQL reads no `tree_index.body`
 ]
 
 # the tables made per named index at run time (no migration runs in a file of its own or in memory)

@@ -2,7 +2,7 @@
 meaning), with BM25 computed in SQL the way SQLite's FTS5 computes it, and vectors in pgvector.
 
 Lexical search. `ts_rank` is not BM25, so the index keeps its own postings (store/bm25_pg.py: FTS5's
-BM25 in SQL): every entry's text (`body`: context, newline, text) is cut into terms as FTS5 cuts it,
+BM25 in SQL): every entry's text (context, newline, text) is cut into terms as FTS5 cuts it,
 stored in blocks of row ids (`tree_index_postings(tree, term, seg, rids, tfs, lens)`,
 store/bm25_blocks.py); `tree_index_df(tree, term, docs)` and
 `tree_index_stats(tree, entries, tokens)` hold the statistics. N, n_t and avgdl are those of the tree

@@ -235,3 +235,31 @@ def test_two_saves_building_their_indexes_at_once_do_not_deadlock(
     assert not errors, errors
     embedder = get_embedder()
     assert {ann_index_name(n, embedder.id, embedder.dim) for n in "ab"} <= set(_index_names(pg_url))
+
+
+def test_the_first_questions_median_is_the_databases_and_the_samples_after(
+    two_trees: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index object's first question on the HNSW path reads no vector for its median (the database
+    computes it over the sample); the next reads the sample once and scores it: the same median."""
+    import knowtree.store.treeindex_pg as treeindex_pg
+
+    calls: list[str] = []
+    for name in ("sample_median", "vector_sample"):
+        real = getattr(treeindex_pg, name)
+        monkeypatch.setattr(
+            treeindex_pg, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a)
+        )
+    monkeypatch.setenv("KNOWTREE_ANN_ENTRIES", "100")
+    questions = ["what did carol file as code42 about item3?", "who filed code7?", "item5 tickets by bob"]
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        index = kt.tree_index("u")
+        first = [index.dense_top(q, get_embedder(), 10)[2] for q in questions]
+        assert calls == ["sample_median", "vector_sample"]  # then the kept sample: no more reads
+    with KnowTree(two_trees, model=KeywordModel()) as kt:
+        index = kt.tree_index("u")
+        index.dense_top(questions[2], get_embedder(), 10)  # a first question
+        again = [index.dense_top(q, get_embedder(), 10)[2] for q in questions]  # by the sample
+    assert calls[2:] == ["sample_median", "vector_sample"]
+    assert again == pytest.approx(first, abs=1e-5)
+    assert len(set(again)) == 3  # a median of each question's own cosines

@@ -42,6 +42,7 @@ from knowtree.retrieve.indexwrite import (
     leaf_counts,
     write_embedder,
 )
+from knowtree.retrieve.median import anchor_median
 from knowtree.store.treeindex_tables import tables
 
 if TYPE_CHECKING:
@@ -87,7 +88,6 @@ FETCHED_MAX = 50_000  # entries read by id and kept per index object (a serving 
 #: the approximate top-k reads this many times k and keeps the k best: on E9's crowded synthetic
 #: vectors (115k) the top-256 overlapped the exact one 0.59 reading 256, 0.83 reading 512 (+10 ms)
 ANN_FETCH = 2
-MEDIAN_SAMPLE = 2048  # vectors whose median cosine stands for the tree's on the approximate path
 
 
 class TreeIndex:
@@ -104,7 +104,7 @@ class TreeIndex:
         self.last_sync: SyncReport | None = None
         self._rows: list[IndexRow] | None = None
         self._vectors: tuple[str, np.ndarray] | None = None
-        self._matrix: tuple[str, list[str], dict[str, int], np.ndarray] | None = None
+        self._matrix: tuple[str, list[str], vecfile.Positions, np.ndarray] | None = None
         self._fetched: dict[str, IndexRow] = {}
         self.memo: dict[str, Any] = {}  # what searches derive from the rows (`treesearch.shape_of`)
         self.content: str | None = None  # what the entries come from; the rows, read later, are never older
@@ -242,7 +242,7 @@ class TreeIndex:
             known.update((t, got.get(t)) for t in missing)  # None: FTS5 cuts it into several or none
         return {t: n for t in terms if (n := known[t]) is not None}, total
 
-    def matrix(self, embedder: Embedder) -> tuple[list[str], dict[str, int], np.ndarray]:
+    def matrix(self, embedder: Embedder) -> tuple[list[str], vecfile.Positions, np.ndarray]:
         """(ids, position by id, vectors) of every entry by `embedder`, read once per index object;
         entries without a vector of their current text are embedded first (the lazy path: an
         embedder other than the one whose vectors are written with the entries)."""
@@ -268,7 +268,7 @@ class TreeIndex:
             )
             if db and len(ids) == self.entries and self.current():  # the rows read are this content's
                 vecfile.save(db, self.tree, embedder.id, self.content or "", ids, mat)
-        self._matrix = (embedder.id, ids, {i: n for n, i in enumerate(ids)}, mat)
+        self._matrix = (embedder.id, ids, vecfile.Positions(ids), mat)
         return ids, self._matrix[2], mat
 
     def keep_vectors_file(self, embedder: Embedder | None = None) -> bool:
@@ -313,7 +313,7 @@ class TreeIndex:
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
-            return {i: float(scores[p]) for i in wanted if (p := pos.get(i)) is not None}
+            return {i: float(scores[p]) for i, p in pos.of(wanted).items()}
 
         return {ids[p]: float(scores[p]) for p in top}, cosines, mid
 
@@ -327,32 +327,21 @@ class TreeIndex:
     def _ann_top(
         self, question: str, embedder: Embedder, k: int
     ) -> tuple[dict[str, float], Callable[[Sequence[str]], dict[str, float]], float] | None:
-        import numpy as np
 
         query = embedder.embed([question])[0]
         fetched = self._read(lambda c: self.sql.ann_top(c, self.tree, embedder.id, query, ANN_FETCH * k))
         if fetched is None:
             return None
-        key = ("median-sample", embedder.id)
-        sample = self.memo.get(key)
-        if sample is None:
-            got = self._read(lambda c: self.sql.vector_sample(c, self.tree, embedder.id, MEDIAN_SAMPLE))
-            sample = self.memo[key] = np.frombuffer(b"".join(got), dtype=np.float32).reshape(
-                len(got), embedder.dim
-            )
-        if not len(sample):
+        mid = anchor_median(self._read, self.sql, self.tree, self.memo, embedder, query)
+        if mid is None:
             return {}, lambda _ids: {}, 0.0
-        scores = sample @ query
-        mid = float(np.partition(scores, len(scores) // 2)[len(scores) // 2])
         near = self._current(sorted(fetched, key=lambda r: -r[2]), k)
 
         def cosines(wanted: Sequence[str]) -> dict[str, float]:
             out = {i: near[i] for i in wanted if i in near}
             rest = {i: r.hash for i, r in self.fetch([i for i in wanted if i not in near]).items()}
             if rest:  # the entries' rows: read already by the caller (`with_ancestors`), kept by `fetch`
-                out.update(
-                    self._read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest))
-                )
+                out.update(self._read(lambda c: self.sql.cosines(c, self.tree, embedder.id, query, rest)))
             return out
 
         return near, cosines, mid

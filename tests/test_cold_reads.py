@@ -80,3 +80,34 @@ def test_the_command_sets_the_gc_thresholds_and_leaves_pydantics_plugins_alone(
         assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == ""
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_building_command_runs_with_the_bulk_thresholds_and_restores_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`knowtree build` (and the other commands that write many rows) runs its body with
+    `BULK_GC_THRESHOLDS`; the thresholds are back as they were once it returns."""
+    import gc
+
+    from typer.testing import CliRunner
+
+    import knowtree.core
+    from knowtree.cli import common
+    from knowtree.cli.app import app
+
+    seen: list[tuple[int, ...]] = []
+    real = knowtree.core.KnowTree.build
+
+    def build(self: object, *args: object, **kwargs: object) -> object:
+        seen.append(gc.get_threshold())
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(knowtree.core.KnowTree, "build", build)
+    (tmp_path / "a.md").write_text("# A\n\nSome text about lighthouses.\n", encoding="utf-8")
+    before = gc.get_threshold()
+    result = CliRunner().invoke(
+        app, ["build", str(tmp_path / "a.md"), "--db", str(tmp_path / "kb.db"), "--model", "keyword", "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    assert seen == [common.BULK_GC_THRESHOLDS]
+    assert gc.get_threshold() == before

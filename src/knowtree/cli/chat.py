@@ -77,7 +77,7 @@ def add(
         else:
             echo_report(report, as_json, fallbacks="topic(s)")
 
-    run(go)
+    run(go, bulk=True)
 
 
 @chat_app.command("rm")

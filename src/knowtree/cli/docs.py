@@ -75,7 +75,7 @@ def import_command(
             raise InputError(file, f"not UTF-8 text ({exc.reason})") from exc
         typer.echo(_import_memory(data, file, tree, db, replace) if is_chatindex(data) else _import_tree(data, file, tree, db, replace))
 
-    run(go)
+    run(go, bulk=True)
 
 
 def _import_tree(data: object, file: str, tree: str, db: str | None, replace: bool) -> str:

@@ -108,7 +108,7 @@ def build(
             )
         echo_report(report, as_json)
 
-    run(go, interrupted=_INTERRUPTED)
+    run(go, interrupted=_INTERRUPTED, bulk=True)
 
 
 @kb_app.command("add")
@@ -154,7 +154,7 @@ def add(
                 f"to re-ground; {report.usage.calls} model calls, {report.seconds:.1f}s"
             )
 
-    run(go, interrupted=_INTERRUPTED)
+    run(go, interrupted=_INTERRUPTED, bulk=True)
 
 
 @kb_app.command("rules")

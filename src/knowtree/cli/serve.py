@@ -89,7 +89,7 @@ def serve_command(
         with kt:
             uvicorn.run(create_app(kt, config), host=host, port=port, log_level=log_level)
 
-    run(go)
+    run(go, bulk=True)
 
 
 def mcp_command(

@@ -134,7 +134,7 @@ def build(
             typer.echo(f"skipped: {line}", err=True)
         echo_report(report, as_json, fallbacks="node(s)")
 
-    run(go)
+    run(go, bulk=True)
 
 
 def enrich(
@@ -200,7 +200,7 @@ def enrich(
             )
         echo_report(report, as_json)
 
-    run(go)
+    run(go, bulk=True)
 
 
 def ask(

@@ -88,4 +88,4 @@ def worker_command(
                     signal.signal(s, handler)
         typer.echo("worker stopped", err=True)
 
-    run(go)
+    run(go, bulk=True)

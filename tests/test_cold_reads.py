@@ -111,3 +111,34 @@ def test_a_building_command_runs_with_the_bulk_thresholds_and_restores_them(
     assert result.exit_code == 0, result.output
     assert seen == [common.BULK_GC_THRESHOLDS]
     assert gc.get_threshold() == before
+
+
+def test_a_new_index_looks_for_no_entry_without_a_vector_and_every_entry_has_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync of a tree indexed for the first time writes every entry with its vector, so it does
+    not look for entries without one (`unembedded`: a join over every entry); a later sync does."""
+    import knowtree.store.treeindex_pg as pg
+    import knowtree.store.treeindex_sqlite as lite
+    from knowtree.core import KnowTree
+    from knowtree.retrieve.embed import get_embedder
+    from knowtree.testing.models import KeywordModel
+    from test_scale_index import _tickets
+
+    looked: list[str] = []
+    real = lite.unembedded
+    for module in (lite, pg):
+        monkeypatch.setattr(
+            module, "unembedded", lambda conn, tree, emb: looked.append(tree) or real(conn, tree, emb)
+        )
+    docs = _tickets(tmp_path / "docs", 40, files=2)
+    with KnowTree(tmp_path / "kb.db", model=KeywordModel(), summaries="none", structure="headings") as kt:
+        kt.build(docs, tree="t")
+        assert looked == []
+        index = kt.tree_index("t")
+        assert index.entries > 40
+        assert index.store.read(lambda c: real(c, "t", get_embedder().id)) == []  # every one has its vector
+        with open(docs[0], "a", encoding="utf-8") as fh:
+            fh.write("\n## Ticket 99\n\nErin filed ticket code99 about item1.\n")
+        kt.build(docs, tree="t", replace=True)
+        assert looked == ["t"]

@@ -218,7 +218,8 @@ def sync_entries(
     texts = {h[0] for h in hashes.values()} | {existing[i][2] for i in leaves.kept}
     sql.drop_vectors(conn, tree, [i for i in removed if existing[i][2] not in texts])
     write_leaf_counts(conn, tree)
-    embedded = streamed + embed_missing(conn, tree, vectors_by)  # entries moved or kept without one
+    # entries moved or kept without one (none where every entry is new: each was written with one)
+    embedded = streamed + embed_missing(conn, tree, vectors_by, all_written=not existing and not leaves.kept)
     # a large tree's own approximate index, built once its vectors are all written (PostgreSQL)
     write_ann_index(conn, tree, vectors_by, len(entries) + len(leaves.kept))
     sql.write_state(

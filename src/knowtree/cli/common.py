@@ -66,10 +66,11 @@ def open_kt(**overrides: Any) -> KnowTree:
 #: every command starts with `app.GC_THRESHOLDS`). Such a command holds millions of objects that
 #: live until it ends (nodes, entries, their rows), and at 700 allocations per young collection the
 #: collector kept traversing them: a zero-call build of 10^5 E9 leaves on SQLite spent 14.6 s of 77 s
-#: in it with Python's default (34 full collections), 7.2 s with the start's thresholds and 1.9 s
-#: with these (`gc.callbacks`; the build 67.4, 54.3 and 46.9 s). A full collection still follows
-#: every 100 of the middle generation's, so a server's cyclic garbage is still collected.
-BULK_GC_THRESHOLDS = (50_000, 50, 100)
+#: in it with Python's default (34 full collections) and 7.2-9.5 s with the start's thresholds;
+#: 2.4 s with these, 1.9 s with 50 for the middle generation (one build each, `gc.callbacks`; the
+#: middle one's 10 is kept: its objects are the ones most often found to be garbage). A full
+#: collection still follows every 100 of the middle generation's.
+BULK_GC_THRESHOLDS = (50_000, 10, 100)
 
 
 def run(fn: Any, *, interrupted: str = RESUME, bulk: bool = False) -> Any:

@@ -89,10 +89,7 @@ def run(fn: Any, *, interrupted: str = RESUME, bulk: bool = False) -> Any:
         if os.environ.get("KNOWTREE_DEBUG"):
             raise
         raise err(command_hints(str(exc)), 1 if isinstance(exc, UserError) else 3) from None
-    except (
-        *dialect.DatabaseError,
-        UnicodeDecodeError,
-    ) as exc:  # a page found damaged, or a lock, past the checks made on open
+    except (*dialect.DatabaseError, UnicodeDecodeError) as exc:  # a page found damaged, or a lock, past the checks made on open
         from knowtree.store.guard import as_sqlite_error, describe_sqlite_error
 
         error = exc if isinstance(exc, dialect.DatabaseError) else as_sqlite_error(exc)

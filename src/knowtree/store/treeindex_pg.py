@@ -60,22 +60,8 @@ POSTINGS = Postings("tree_index_postings", "tree_index_df", "tree_index_stats", 
 
 
 # -- writing entries: their postings and the statistics with them ---------------------------------
-ENTRY_INSERT = (
-    "rid",
-    "tree",
-    "id",
-    "node",
-    "parent",
-    "leaf",
-    "ord",
-    "hash",
-    "body_hash",
-    "text",
-    "context",
-    "cite_json",
-    "src",
-    "toklen",
-)
+ENTRY_INSERT = ("rid", "tree", "id", "node", "parent", "leaf", "ord", "hash", "body_hash", "text", "context",
+                "cite_json", "src", "toklen")
 
 
 #: a batch prepared ahead (`prepare_entries`): its row ids, its block rows' COPY lines, its lengths
@@ -129,9 +115,7 @@ class EntryWriter:
         if not part:
             return
         self.tree = part[0][0]
-        rids, lines, lengths = (
-            prepared if prepared is not None else prepare_entries(part, self._next_ids(len(part)))
-        )
+        rids, lines, lengths = prepared if prepared is not None else prepare_entries(part, self._next_ids(len(part)))
         self.conn.copy_rows(
             "tree_index", ENTRY_INSERT, ((rid, *r, n) for rid, r, n in zip(rids, part, lengths, strict=True))
         )
@@ -374,9 +358,7 @@ def ann_top(conn: Any, tree: str, embedder: str, query: Any, k: int) -> list[tup
     return [(str(i), str(h), float(c)) for i, h, c in rows]
 
 
-def cosines(
-    conn: Any, tree: str, embedder: str, query: Any, wanted: Mapping[str, str]
-) -> list[tuple[str, float]]:
+def cosines(conn: Any, tree: str, embedder: str, query: Any, wanted: Mapping[str, str]) -> list[tuple[str, float]]:
     """(id, cosine with `query`) of the entries named in `wanted` (id: the hash of its current text,
     `IndexRow.hash`) whose vector by `embedder` is of that text. One statement whatever the count
     (the ids as one array: a text psycopg parses and prepares once), and no join with `tree_index`:

@@ -60,9 +60,7 @@ def read_state(conn: sqlite3.Connection, tree: str) -> tuple[str, int, str] | No
 
 def index_sizes(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     """(tree, entries) of every tree with an index, by name."""
-    return [
-        (str(t), int(n)) for t, n in conn.execute("SELECT tree, entries FROM tree_index_state ORDER BY tree")
-    ]
+    return [(str(t), int(n)) for t, n in conn.execute("SELECT tree, entries FROM tree_index_state ORDER BY tree")]
 
 
 def set_signature(conn: sqlite3.Connection, tree: str, sig: str) -> None:
